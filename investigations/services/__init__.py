@@ -1,0 +1,1 @@
+"""State changes of the workspace, as verb functions. Views, API and tasks call these."""

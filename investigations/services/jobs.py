@@ -1,0 +1,168 @@
+"""Background jobs: start, claim, report progress, finish, cancel, recover.
+
+The job row in the Django database is the truth; Celery only carries the job
+id to a worker. A worker claims a job with a conditional UPDATE, so two
+workers (or a redelivered message) never run the same job twice. Progress,
+cancellation and the time limit are checked cooperatively at every progress
+report, because the thread pool that runs jobs inside ``serve`` cannot kill a
+thread; every telemetry query also carries its own max_execution_time.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from datetime import timedelta
+from typing import Callable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from investigations.models import BackgroundJob
+
+log = logging.getLogger(__name__)
+
+State = BackgroundJob.State
+STALE_AFTER = timedelta(minutes=5)  # a running job silent this long lost its worker
+
+JobHandler = Callable[["JobContext"], dict]
+_KINDS: dict[str, tuple[JobHandler, str]] = {}
+
+
+class JobCancelled(Exception):
+    pass
+
+
+class JobTimedOut(Exception):
+    pass
+
+
+class UnknownJobKind(ValueError):
+    pass
+
+
+def job_kind(name: str, *, queue: str = "analysis"):
+    """Register a handler: ``fn(ctx) -> result dict``."""
+
+    def register(fn: JobHandler) -> JobHandler:
+        _KINDS[name] = (fn, queue)
+        return fn
+
+    return register
+
+
+def kinds() -> list[str]:
+    return sorted(_KINDS)
+
+
+class JobContext:
+    """What a running handler sees: its params and a way to report progress."""
+
+    def __init__(self, job: BackgroundJob):
+        self.job = job
+        self.params = job.params
+        self.deadline = (job.started_at or timezone.now()) + timedelta(seconds=settings.JOB_TIME_LIMIT_S)
+
+    def remaining_s(self) -> int:
+        return max(1, int((self.deadline - timezone.now()).total_seconds()))
+
+    def progress(self, done: int, total: int, stage: str = "") -> None:
+        """Persist progress; raise JobCancelled / JobTimedOut so the handler stops."""
+        now = timezone.now()
+        updated = BackgroundJob.objects.filter(pk=self.job.pk, state=State.RUNNING).update(
+            progress_done=done, progress_total=total, stage=stage[:200], heartbeat_at=now
+        )
+        if not updated:
+            raise JobCancelled(f"job {self.job.pk} is no longer running")
+        if BackgroundJob.objects.filter(pk=self.job.pk, cancel_requested=True).exists():
+            raise JobCancelled(f"job {self.job.pk} was cancelled")
+        if now > self.deadline:
+            raise JobTimedOut(f"job {self.job.pk} passed its time limit of {settings.JOB_TIME_LIMIT_S} s")
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"[:200]
+
+
+def enqueue(job_id: int) -> None:
+    from investigations.tasks import run_job
+
+    kind = BackgroundJob.objects.filter(pk=job_id).values_list("kind", flat=True).first()
+    queue = _KINDS.get(kind, (None, "analysis"))[1]
+    run_job.apply_async(args=[job_id], queue=queue)
+
+
+def start_job(kind: str, params: dict | None = None, *, user=None) -> BackgroundJob:
+    if kind not in _KINDS:
+        raise UnknownJobKind(f"unknown job kind {kind!r}; known: {', '.join(kinds())}")
+    job = BackgroundJob.objects.create(kind=kind, params=params or {}, created_by=user)
+    transaction.on_commit(lambda: enqueue(job.pk))
+    return job
+
+
+def claim(job_id: int) -> BackgroundJob | None:
+    """Atomically move a queued (or abandoned running) job to running for this worker."""
+    now = timezone.now()
+    stale = now - STALE_AFTER
+    from django.db.models import F
+
+    claimable = Q(state=State.QUEUED) | Q(state=State.RUNNING, heartbeat_at__lt=stale)
+    updated = (
+        BackgroundJob.objects.filter(claimable, pk=job_id, cancel_requested=False)
+        .update(state=State.RUNNING, started_at=now, heartbeat_at=now, worker=_worker_name(),
+                attempts=F("attempts") + 1, error="")
+    )
+    if not updated:
+        return None
+    return BackgroundJob.objects.get(pk=job_id)
+
+
+def run(job_id: int) -> str:
+    """Claim and run one job; returns its final state (or 'skipped' if not claimable)."""
+    job = claim(job_id)
+    if job is None:
+        # Cancelled before it started: record that, so the page stops waiting.
+        BackgroundJob.objects.filter(pk=job_id, state=State.QUEUED, cancel_requested=True).update(
+            state=State.CANCELLED, finished_at=timezone.now()
+        )
+        return "skipped"
+    handler = _KINDS.get(job.kind, (None, None))[0]
+    ctx = JobContext(job)
+    try:
+        if handler is None:
+            raise UnknownJobKind(f"no handler for job kind {job.kind!r}")
+        result = handler(ctx)
+        final, fields = State.SUCCEEDED, {"result": result, "stage": "done"}
+    except JobCancelled:
+        final, fields = State.CANCELLED, {"stage": "cancelled"}
+    except JobTimedOut as exc:
+        final, fields = State.FAILED, {"error": str(exc)}
+    except Exception as exc:  # a job failure is recorded on the row, not lost in a log
+        log.exception("job %s (%s) failed", job_id, job.kind)
+        final, fields = State.FAILED, {"error": f"{type(exc).__name__}: {exc}"[:4000]}
+    BackgroundJob.objects.filter(pk=job_id, state=State.RUNNING).update(
+        state=final, finished_at=timezone.now(), **fields
+    )
+    return final
+
+
+def cancel_job(job: BackgroundJob, *, user=None) -> BackgroundJob:
+    BackgroundJob.objects.filter(pk=job.pk, state__in=BackgroundJob.ACTIVE).update(cancel_requested=True)
+    BackgroundJob.objects.filter(pk=job.pk, state=State.QUEUED).update(
+        state=State.CANCELLED, finished_at=timezone.now(), stage="cancelled"
+    )
+    job.refresh_from_db()
+    return job
+
+
+def recover_jobs() -> list[int]:
+    """At start-up: jobs queued, or running when the last process died, are run again."""
+    with transaction.atomic():
+        BackgroundJob.objects.filter(state=State.RUNNING).update(state=State.QUEUED, stage="requeued after restart")
+        ids = list(BackgroundJob.objects.filter(state=State.QUEUED).values_list("pk", flat=True))
+    for job_id in ids:
+        enqueue(job_id)
+    return ids

@@ -1,0 +1,23 @@
+"""Celery tasks: thin wrappers that hand a job id to investigations.services.jobs."""
+from celery import shared_task
+from django.conf import settings
+
+
+@shared_task(
+    bind=True,
+    name="precursor.run_job",
+    acks_late=True,
+    soft_time_limit=settings.JOB_SOFT_TIME_LIMIT_S,
+    time_limit=settings.JOB_TIME_LIMIT_S,
+    ignore_result=True,
+)
+def run_job(self, job_id: int) -> str:
+    from django.db import close_old_connections
+
+    from investigations.services import jobs
+
+    close_old_connections()
+    try:
+        return jobs.run(job_id)
+    finally:
+        close_old_connections()

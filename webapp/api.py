@@ -1,0 +1,10 @@
+"""The project API: mounts each app's router. OpenAPI at /api/docs."""
+from ninja import NinjaAPI
+from ninja.security import django_auth
+
+api = NinjaAPI(title="Precursor API", version="1", auth=django_auth, urls_namespace="api")
+
+# Routers are added by their apps; each module stays importable on its own.
+from investigations.api import router as investigations_router  # noqa: E402
+
+api.add_router("/", investigations_router)

@@ -1,0 +1,83 @@
+"""Run Precursor in one process: migrations, a real WSGI server (waitress) and,
+in the embedded mode, Celery worker threads. Ctrl-C stops it cleanly."""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from telemetry import migrate, store
+
+
+class Command(BaseCommand):
+    help = "Serve Precursor (web + embedded worker threads) on one port."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--threads", type=int, default=8, help="web request threads")
+        parser.add_argument("--no-worker", action="store_true", help="do not start embedded worker threads")
+
+    def handle(self, *args, **opts):
+        from waitress.server import create_server
+
+        from investigations.services.jobs import recover_jobs
+        from webapp import celery_app, worker
+        from webapp.wsgi import application
+
+        try:
+            applied = migrate.migrate(
+                store.get_client(),
+                migrate.Target(cluster=settings.TELEMETRY_CLUSTER, ttl_days=settings.TELEMETRY_TTL_DAYS),
+                log=lambda m: self.stdout.write(m),
+            )
+        except (store.StoreLocked, store.StoreUnavailable, migrate.MigrationError) as exc:
+            raise CommandError(str(exc)) from None
+        del applied
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+
+        embedded = None
+        if settings.EMBEDDED_WORKERS and not opts["no_worker"]:
+            embedded = worker.EmbeddedWorker(celery_app, concurrency=settings.WORKER_THREADS)
+            embedded.start()
+            worker.set_current(embedded)
+            self.stdout.write(f"worker: {settings.WORKER_THREADS} embedded Celery threads ({settings.CELERY_BROKER_URL.split(':')[0]} broker)")
+        requeued = recover_jobs()
+        if requeued:
+            self.stdout.write(f"requeued {len(requeued)} unfinished job(s): {requeued}")
+
+        try:
+            server = create_server(
+                application, host=opts["host"], port=opts["port"], threads=opts["threads"],
+                ident="precursor", channel_timeout=120,
+            )
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {opts['host']}:{opts['port']}: {exc.strerror}") from None
+        stopping = threading.Event()
+
+        def stop(signum, frame):
+            if stopping.is_set():
+                return
+            stopping.set()
+            self.stdout.write("stopping…")
+            server.close()
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        self.stdout.write(f"Precursor is running at http://{opts['host']}:{opts['port']}/  (Ctrl-C to stop)")
+        sys.stdout.flush()
+        try:
+            server.run()
+        except (OSError, ValueError):
+            if not stopping.is_set():
+                raise
+        finally:
+            if embedded is not None:
+                embedded.stop()
+                worker.set_current(None)
+            self.stdout.write("stopped")

@@ -1,0 +1,148 @@
+"""Precursor settings: every knob comes from the environment.
+
+With nothing set, Precursor runs in its embedded mode: chDB telemetry store,
+SQLite database and in-process Celery worker threads, all under
+PRECURSOR_DATA_DIR (default ./var). Production sets TELEMETRY_DSN,
+DATABASE_URL and REDIS_URL. A bad value stops start-up with a message naming
+the variable (see ``webapp.env``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from webapp.env import ConfigError, envbool, envint, envlist, envstr, load_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DATA_DIR = Path(envstr("PRECURSOR_DATA_DIR", str(BASE_DIR / "var"))).expanduser().resolve()
+
+DEBUG = envbool("DEBUG", False)
+
+# The embedded mode keeps one generated key in the data dir so sessions survive restarts.
+SECRET_KEY = load_secret_key(DATA_DIR, debug=DEBUG)
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+# --- telemetry store -------------------------------------------------------
+TELEMETRY_DSN = envstr("TELEMETRY_DSN", f"chdb://{DATA_DIR / 'telemetry'}")
+if not TELEMETRY_DSN.startswith(("chdb://", "http://", "https://", "clickhouse://")):
+    raise ConfigError("TELEMETRY_DSN", TELEMETRY_DSN, "must start with chdb://, http:// or https://")
+TELEMETRY_CLUSTER = envstr("TELEMETRY_CLUSTER", "")  # ClickHouse cluster name: Replicated + Distributed tables
+TELEMETRY_TTL_DAYS = envint("TELEMETRY_TTL_DAYS", 400, minimum=0)  # 0 = keep forever
+TELEMETRY_QUERY_TIMEOUT_S = envint("TELEMETRY_QUERY_TIMEOUT_S", 60, minimum=1)
+TELEMETRY_DEFAULT_CLUSTER = envstr("PRECURSOR_CLUSTER", "default")  # fleet name used when a source names none
+
+# --- Django database -------------------------------------------------------
+_database_url = envstr("DATABASE_URL", "")
+if _database_url:
+    import dj_database_url
+
+    try:
+        _db = dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)
+    except Exception as exc:  # dj_database_url raises several types for unknown schemes
+        raise ConfigError("DATABASE_URL", _database_url, f"cannot parse: {exc}") from None
+else:
+    _db = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(DATA_DIR / "precursor.sqlite3"),
+        # Web and worker threads write at once: WAL plus IMMEDIATE transactions and a busy
+        # timeout mean writers queue instead of failing with "database is locked".
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+        },
+    }
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- background jobs -------------------------------------------------------
+REDIS_URL = envstr("REDIS_URL", "")
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ConfigError("REDIS_URL", REDIS_URL, "must start with redis://, rediss:// or unix://")
+# Without Redis the broker is in-memory: the worker threads live in the serving process.
+CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
+WORKER_THREADS = envint("PRECURSOR_WORKER_THREADS", 2, minimum=1, maximum=64)
+# "serve" runs worker threads in-process unless told the workers run elsewhere (production).
+EMBEDDED_WORKERS = envbool("PRECURSOR_EMBEDDED_WORKERS", not REDIS_URL)
+JOB_SOFT_TIME_LIMIT_S = envint("PRECURSOR_JOB_SOFT_TIME_LIMIT_S", 3600, minimum=1)
+JOB_TIME_LIMIT_S = envint("PRECURSOR_JOB_TIME_LIMIT_S", 3900, minimum=1)
+
+# --- limits ----------------------------------------------------------------
+INGEST_MAX_BODY_BYTES = envint("PRECURSOR_INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
+INGEST_RATE_PER_MINUTE = envint("PRECURSOR_INGEST_RATE_PER_MINUTE", 600, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "webapp",
+    "investigations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "webapp.middleware.PrecursorLoginRequired",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = "webapp.wsgi.application"
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "webapp" / "static"]
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+LOG_LEVEL = envstr("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+    raise ConfigError("LOG_LEVEL", LOG_LEVEL, "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"celery": {"level": "WARNING"}, "waitress": {"level": "WARNING"}},
+}
