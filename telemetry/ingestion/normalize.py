@@ -1,0 +1,256 @@
+"""Turn parsed Prometheus series (text scrapes or remote-write) into rows of
+the ``samples`` table (``telemetry.schema.SAMPLES``).
+
+Per series (name + labels), once:
+
+- **host**: label ``Hostname`` (dcgm-exporter before 2026-05), ``hostname``
+  (after), ``instance`` without ``:port``, else ``default_host``, else
+  ``IngestError`` naming the series.
+- **cluster**: a ``cluster`` label when present, else the argument.
+- **component**: ``gpu`` -> ``gpu3`` (MIG instance -> ``gpu3/mig5``, NVLink ->
+  ``gpu3/nvlink2``); ``nvswitch`` -> ``nvswitch1``; a GPU ``UUID`` only when there
+  is no ``gpu`` label; hwmon ``chip``/``sensor`` -> ``chip/sensor``; node_exporter
+  PCI devices -> ``0000:01:00.0``; ``device`` + ``port`` (InfiniBand) ->
+  ``mlx5_0/1``; ``device`` alone (disks, interfaces, ethtool) as is; EDAC
+  ``controller``/``csrow``/``channel`` -> ``mc0/csrow1/ch0``; ``cpu`` -> ``cpu3``;
+  otherwise '' (host level). Other labels are not stored: series that differ
+  only in them (e.g. node_cpu_seconds_total's ``mode``) share a row key.
+- **metric**: ``catalog.resolve(name)`` -> canonical name, value multiplied by
+  the metric's scale for that source name. Names the catalog does not know are
+  kept under their own name and reported in ``unknown_metrics``.
+
+Per sample: "no data" values are dropped and counted in ``dropped_blank``:
+every NaN (including the Prometheus stale marker 0x7ff0000000000002) and, for
+``DCGM_*`` series only, the DCGM blank sentinels (int32 0x7ffffff0..0x7fffffff,
+int64 >= 0x7ffffffffffffff0, fp64 >= 2**47 within the sentinel range). The
+sentinel ranges are only applied to DCGM series because other sources report
+legitimate values there (an IB byte counter passes 2**47 within days).
+"""
+from __future__ import annotations
+
+from itertools import chain
+from typing import Iterable, Mapping, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from telemetry import catalog, schema
+from telemetry.ingestion.errors import IngestError
+from telemetry.ingestion.prometheus_text import PromSample
+from telemetry.ingestion.remote_write import RWSeries
+
+# go-dcgm dcgm_structs.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED = BLANK + 0..3;
+# DCGM_*_IS_BLANK() treats everything from BLANK up as blank.
+DCGM_INT32_BLANK = 0x7FFFFFF0
+DCGM_INT32_MAX = 0x7FFFFFFF
+DCGM_INT64_BLANK = 0x7FFFFFFFFFFFFFF0
+DCGM_FP64_BLANK = 140737488355328.0
+_FP64_BLANK_END = DCGM_FP64_BLANK + 16  # real fp64 fields never get near 2**47
+STALE_NAN_BITS = 0x7FF0000000000002
+
+
+class NormalizeResult(NamedTuple):
+    table: pa.Table  # schema telemetry.schema.SAMPLES
+    dropped_blank: int  # NaN, stale markers and DCGM blank sentinels
+    unknown_metrics: set[str]
+
+
+class _Series(NamedTuple):
+    cluster: str
+    host: str
+    component: str
+    metric: str
+    scale: float
+    dcgm: bool
+    unknown: bool
+
+
+def prom_samples_to_table(
+    samples: Iterable[PromSample], *, cluster: str, default_host: str | None = None
+) -> NormalizeResult:
+    """Rows for parsed exposition samples; ``IngestError`` when a series has no host."""
+    index: dict[tuple, int] = {}
+    series: list[_Series] = []
+    unknown: set[str] = set()
+    idx: list[int] = []
+    ts: list[int] = []
+    vals: list[float] = []
+    for s in samples:
+        key = (s.name, s.labels)
+        i = index.get(key)
+        if i is None:
+            res = _resolve(s.name, dict(s.labels), cluster, default_host)
+            if res.unknown:
+                unknown.add(res.metric)
+            i = index[key] = len(series)
+            series.append(res)
+        idx.append(i)
+        ts.append(s.ts_ms)
+        vals.append(s.value)
+    return _build(
+        series,
+        np.array(idx, dtype=np.int32),
+        np.array(ts, dtype=np.int64),
+        np.array(vals, dtype=np.float64),
+        unknown,
+    )
+
+
+# (raw label key, cluster) -> resolved series; label sets repeat in every push.
+_RW_CACHE_MAX = 500_000
+_rw_cache: dict[tuple[bytes, str], _Series] = {}
+
+
+def rw_series_to_table(series: Iterable[RWSeries], *, cluster: str) -> NormalizeResult:
+    """Rows for decoded remote-write series (vectorised: per-series work once, per-sample in numpy)."""
+    series = series if isinstance(series, list) else list(series)
+    cache = _rw_cache
+    local: dict[int, int] = {}  # id(resolved) -> index in `uniq`
+    uniq: list[_Series] = []
+    per_series = np.empty(len(series), dtype=np.int32)
+    counts = np.empty(len(series), dtype=np.int64)
+    unknown: set[str] = set()
+    for n, s in enumerate(series):
+        ck = (s.key, cluster)
+        res = cache.get(ck) if s.key else None
+        if res is None:
+            labels = s.labels
+            name = labels.get("__name__")
+            if not name:
+                raise IngestError(f"series {n} has no __name__ label", field="__name__")
+            res = _resolve(name, labels, cluster, None)
+            if s.key:
+                if len(cache) >= _RW_CACHE_MAX:
+                    cache.clear()
+                cache[ck] = res
+        j = local.get(id(res))
+        if j is None:
+            j = local[id(res)] = len(uniq)
+            uniq.append(res)
+            if res.unknown:
+                unknown.add(res.metric)
+        per_series[n] = j
+        counts[n] = len(s.timestamps)
+    total = int(counts.sum())
+    ts = np.fromiter(chain.from_iterable(s.timestamps for s in series), dtype=np.int64, count=total)
+    vals = np.fromiter(chain.from_iterable(s.values for s in series), dtype=np.float64, count=total)
+    return _build(uniq, np.repeat(per_series, counts), ts, vals, unknown)
+
+
+def _build(
+    series: list[_Series], idx: np.ndarray, ts: np.ndarray, vals: np.ndarray, unknown: set[str]
+) -> NormalizeResult:
+    n = len(vals)
+    if not series or n == 0:
+        return NormalizeResult(schema.SAMPLES.empty_table(), 0, unknown)
+    dcgm = np.fromiter((s.dcgm for s in series), dtype=bool, count=len(series))
+    scale = np.fromiter((s.scale for s in series), dtype=np.float64, count=len(series))
+    keep = ~np.isnan(vals)
+    if dcgm.any():
+        row_dcgm = dcgm[idx]
+        blank = (
+            ((vals >= DCGM_INT32_BLANK) & (vals <= DCGM_INT32_MAX))
+            | (vals >= float(DCGM_INT64_BLANK))
+            | ((vals >= DCGM_FP64_BLANK) & (vals < _FP64_BLANK_END))
+        )
+        keep &= ~(row_dcgm & blank)
+    dropped = n - int(keep.sum())
+    if dropped:
+        idx, ts, vals = idx[keep], ts[keep], vals[keep]
+    if (scale != 1.0).any():
+        vals = vals * scale[idx]
+    take = pa.array(idx, type=pa.int32())
+
+    def column(values: list[str]) -> pa.Array:
+        # A dictionary array keeps the per-row work in C; cast back to plain strings.
+        return pa.DictionaryArray.from_arrays(take, pa.array(values, type=pa.string())).cast(pa.string())
+
+    table = pa.Table.from_arrays(
+        [
+            pa.array(ts, type=pa.int64()).cast(schema.TS),
+            column([s.cluster for s in series]),
+            column([s.host for s in series]),
+            column([s.component for s in series]),
+            column([s.metric for s in series]),
+            pa.array(vals, type=pa.float64()),
+        ],
+        schema=schema.SAMPLES,
+    )
+    return NormalizeResult(table, dropped, unknown)
+
+
+def _resolve(name: str, labels: Mapping[str, str], cluster: str, default_host: str | None) -> _Series:
+    host = labels.get("Hostname") or labels.get("hostname") or _strip_port(labels.get("instance")) or default_host
+    if not host:
+        shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
+        raise IngestError(
+            f"no host for sample {name}{{{shown}}}: no Hostname/hostname/instance label and no default host",
+            field="host",
+        )
+    metric = catalog.resolve(name)
+    if metric is None:
+        canonical, scale, unknown = name, 1.0, True
+    else:
+        scale_for = getattr(metric, "scale_for", None)
+        canonical, unknown = metric.name, False
+        scale = float(scale_for(name)) if scale_for is not None else float(metric.scale)
+    return _Series(
+        cluster=labels.get("cluster") or cluster,
+        host=host,
+        component=component_of(labels),
+        metric=canonical,
+        scale=scale,
+        dcgm=name.startswith("DCGM_"),
+        unknown=unknown,
+    )
+
+
+def _strip_port(instance: str | None) -> str | None:
+    if not instance:
+        return None
+    if instance.startswith("["):  # [ipv6]:port
+        end = instance.find("]")
+        return instance[1:end] if end > 0 else instance
+    if instance.count(":") == 1:
+        return instance.rsplit(":", 1)[0]
+    return instance  # bare IPv6 or host
+
+
+def component_of(labels: Mapping[str, str]) -> str:
+    """Component string for one series' labels ('' = host level)."""
+    get = labels.get
+    gpu = get("gpu")
+    if gpu:
+        comp = f"gpu{gpu}"
+        if get("GPU_I_ID"):
+            comp += f"/mig{get('GPU_I_ID')}"
+        if get("nvlink"):
+            comp += f"/nvlink{get('nvlink')}"
+        return comp
+    switch = get("nvswitch")
+    if switch:
+        return f"nvswitch{switch}" + (f"/nvlink{get('nvlink')}" if get("nvlink") else "")
+    uuid = get("UUID") or get("uuid") or get("gpu_uuid")
+    if uuid:
+        return uuid
+    chip, sensor = get("chip"), get("sensor")
+    if chip or sensor:
+        return "/".join(x for x in (chip, sensor) if x)
+    if get("bus") and get("function") and get("device"):
+        return f"{get('segment') or '0000'}:{get('bus')}:{get('device')}.{get('function')}".lower()
+    device = get("device")
+    if device:
+        port = get("port")
+        return f"{device}/{port}" if port else device
+    controller = get("controller")
+    if controller:
+        comp = f"mc{controller}"
+        if get("csrow"):
+            comp += f"/csrow{get('csrow')}"
+        if get("channel"):
+            comp += f"/ch{get('channel')}"
+        return comp
+    cpu = get("cpu")
+    if cpu:
+        return f"cpu{cpu}" + (f"/core{get('cpucore')}" if get("cpucore") else "")
+    return ""

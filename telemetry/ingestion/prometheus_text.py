@@ -1,0 +1,378 @@
+"""Parser for the Prometheus text exposition format (0.0.4) as served by
+dcgm-exporter and node_exporter scrapes.
+
+``parse_exposition(text, default_ts_ms=...)`` turns one scrape body into a list
+of ``PromSample`` (metric name, sorted label pairs, value, timestamp in ms).
+Samples without a timestamp get ``default_ts_ms`` (the scrape time): exporters
+normally omit it.
+
+Accepted: ``# HELP`` / ``# TYPE`` lines and free comments, label values with the
+``\\\\``, ``\\"`` and ``\\n`` escapes, a trailing comma inside ``{}``, quoted
+(UTF-8) label names and the quoted metric name form ``{"a.b", x="1"}``, an
+optional integer millisecond timestamp, ``NaN`` / ``+Inf`` / ``-Inf``, histogram
+and summary suffixes, blank lines, surrounding blanks/tabs, ``\\r\\n`` line ends,
+and the OpenMetrics ``# EOF`` terminator (and exemplars after `` # ``).
+Lenient on purpose: a repeated identical ``# TYPE`` (concatenated scrapes) and a
+missing final newline. Any other malformed line raises ``IngestError`` with its
+1-based line number, the field and the reason.
+
+Speed: the text of a line up to its last ``}`` (name and label body) is parsed
+once per distinct string and cached at module level (the same strings come back
+in every scrape of the same exporter), so a repeat line costs one dict lookup
+and a small regex on the value; new lines go through one precompiled regex. Anything the fast path
+does not accept is re-parsed by a careful character scanner, which is the
+authority on what is valid and produces the error messages.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from telemetry.ingestion.errors import IngestError
+
+
+class PromSample(NamedTuple):
+    name: str
+    labels: tuple[tuple[str, str], ...]  # sorted by label name
+    value: float
+    ts_ms: int
+
+
+_METRIC_TYPES = frozenset(
+    # Prometheus 0.0.4 types, plus the OpenMetrics ones so `# EOF` texts parse.
+    {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "info", "stateset", "gaugehistogram"}
+)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_HEAD_CACHE_MAX = 200_000
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LNAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
+_FAST_LINE = re.compile(
+    rf"({_NAME})(?:\{{([^{{}}]*)\}})?[ \t]+([-+.0-9a-zA-Z]+)(?:[ \t]+(-?[0-9]+))?[ \t\r]*"
+).fullmatch
+_FAST_REST = re.compile(r"[ \t]+([-+.0-9a-zA-Z]+)(?:[ \t]+(-?[0-9]+))?[ \t\r]*").fullmatch
+_FAST_PAIR = re.compile(rf'[ \t]*({_LNAME})[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(?:,[ \t]*|$)').match
+_NAME_AT = re.compile(_NAME).match
+_LNAME_AT = re.compile(_LNAME).match
+_NAME_FULL = re.compile(_NAME).fullmatch
+_TS_FULL = re.compile(r"[+-]?[0-9]+").fullmatch
+_ESCAPE = re.compile(r"\\(.?)", re.S)
+_BLANKS = re.compile(r"[ \t]+")
+_UNESCAPE = {"\\": "\\", '"': '"', "n": "\n"}
+
+# "name{label body" -> (name, sorted labels); shared across calls (same exporter,
+# same strings every scrape) and cleared when it grows past _HEAD_CACHE_MAX.
+_head_cache: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {}
+
+
+def parse_exposition(text: str, *, default_ts_ms: int) -> list[PromSample]:
+    """Parse one exposition body; raise ``IngestError`` on the first bad line."""
+    out: list[PromSample] = []
+    append = out.append
+    head_cache = _head_cache
+    head_get = head_cache.get
+    fast_line = _FAST_LINE
+    fast_rest = _FAST_REST
+    new = tuple.__new__
+    cls = PromSample
+    types: dict[str, str] = {}
+    eof_line = 0
+    for lineno, line in enumerate(text.split("\n"), 1):
+        # Fastest path: the text up to the last '}' (metric name + label body) was
+        # seen before, so only the value (and timestamp) remain to be read.
+        j = line.rfind("}")
+        if j > 0 and not eof_line:
+            head = head_get(line[:j])
+            if head is not None:
+                m = fast_rest(line, j + 1)
+                if m is not None:
+                    vtok, tstok = m.groups()
+                    value = _fast_float(vtok)
+                    if value is not None:
+                        if tstok is None:
+                            append(new(cls, (head[0], head[1], value, default_ts_ms)))
+                            continue
+                        ts = int(tstok)
+                        if _INT64_MIN <= ts <= _INT64_MAX:
+                            append(new(cls, (head[0], head[1], value, ts)))
+                            continue
+        m = fast_line(line)
+        if m is not None and not eof_line:
+            name, lstr, vtok, tstok = m.groups()
+            if lstr is None:
+                labels: tuple | None = ()
+            else:
+                labels = _fast_labels(lstr)
+                if labels is not None:
+                    if len(head_cache) >= _HEAD_CACHE_MAX:
+                        head_cache.clear()
+                    # With a fast-line match the last '}' closes the label body.
+                    head_cache[line[:j]] = (name, labels)
+            value = _fast_float(vtok)
+            if labels is not None and value is not None:
+                if tstok is None:
+                    append(new(cls, (name, labels, value, default_ts_ms)))
+                    continue
+                ts = int(tstok)
+                if _INT64_MIN <= ts <= _INT64_MAX:
+                    append(new(cls, (name, labels, value, ts)))
+                    continue
+            # Fall through: the careful scanner either accepts it or explains why not.
+        stripped = line.strip(" \t\r")
+        if not stripped:
+            continue
+        if eof_line:
+            raise IngestError(f"content after '# EOF' (line {eof_line})", line=lineno)
+        if stripped[0] == "#":
+            if _comment(stripped, lineno, types):
+                eof_line = lineno
+            continue
+        append(_parse_sample_slow(stripped, lineno, default_ts_ms))
+    return out
+
+
+def _fast_float(tok: str) -> float | None:
+    # Python's float() also takes "1_000"; Go's ParseFloat does not.
+    if "_" in tok:
+        return None
+    try:
+        return float(tok)
+    except ValueError:
+        return None
+
+
+def _fast_labels(lstr: str) -> tuple[tuple[str, str], ...] | None:
+    """Labels of a ``{...}`` body in the plain form; None sends the line to the slow path."""
+    pairs: dict[str, str] = {}
+    pos, n = 0, len(lstr)
+    while pos < n:
+        m = _FAST_PAIR(lstr, pos)
+        if m is None:
+            return None
+        lname, value = m.groups()
+        if "\\" in value:
+            value = _unescape_or_none(value)
+            if value is None:
+                return None
+        if lname in pairs:
+            return None
+        pairs[lname] = value
+        pos = m.end()
+    return tuple(sorted(pairs.items()))
+
+
+def _unescape_or_none(value: str) -> str | None:
+    try:
+        return _ESCAPE.sub(lambda m: _UNESCAPE[m.group(1)], value)
+    except KeyError:
+        return None
+
+
+def _comment(s: str, lineno: int, types: dict[str, str]) -> bool:
+    """Check a ``#`` line; True when it is the OpenMetrics ``# EOF`` marker."""
+    body = s[1:].lstrip(" \t")
+    if body == "EOF":
+        return True
+    keyword = body[:4]
+    if keyword not in ("HELP", "TYPE") or (len(body) > 4 and body[4] not in " \t"):
+        return False  # a free comment (e.g. "# NOTE ..." in real fixtures)
+    rest = body[4:].lstrip(" \t")
+    if not rest:
+        raise IngestError(f"# {keyword} line without a metric name", line=lineno, field=keyword)
+    name, after = _comment_name(rest, lineno, keyword)
+    if keyword == "HELP":
+        if after and after[0] not in " \t":
+            raise IngestError(f"invalid metric name in # HELP: {rest!r}", line=lineno, field="HELP")
+        if "\\" in re.sub(r"\\[\\n]", "", after):
+            raise IngestError(
+                "invalid escape in HELP text (only \\\\ and \\n are allowed)",
+                line=lineno,
+                field="HELP",
+            )
+        return False
+    tokens = _BLANKS.split(after.strip(" \t")) if after.strip(" \t") else []
+    if len(tokens) != 1 or (after and after[0] not in " \t"):
+        raise IngestError(
+            f"# TYPE needs exactly a metric name and a type, got {s!r}", line=lineno, field="TYPE"
+        )
+    mtype = tokens[0]
+    if mtype not in _METRIC_TYPES:
+        raise IngestError(
+            f"unknown metric type {mtype!r} (expected one of counter, gauge, histogram, summary, untyped)",
+            line=lineno,
+            field="TYPE",
+        )
+    seen = types.get(name)
+    if seen is not None and seen != mtype:
+        raise IngestError(
+            f"metric {name!r} declared {mtype!r} but was already declared {seen!r}", line=lineno, field="TYPE"
+        )
+    types[name] = mtype
+    return False
+
+
+def _comment_name(rest: str, lineno: int, keyword: str) -> tuple[str, str]:
+    if rest[0] == '"':
+        return _read_quoted(rest, 0, lineno, keyword)
+    m = _NAME_AT(rest)
+    if m is None:
+        raise IngestError(f"invalid metric name in # {keyword}: {rest[:60]!r}", line=lineno, field=keyword)
+    return m.group(), rest[m.end() :]
+
+
+def _read_quoted(s: str, pos: int, lineno: int, field: str) -> tuple[str, str] | tuple[str, int]:
+    """Read a double-quoted escaped string starting at ``s[pos] == '"'``.
+
+    Returns (text, remainder) when called for comments, where callers slice;
+    the sample scanner uses ``_read_quoted_at`` for positions.
+    """
+    text, end = _read_quoted_at(s, pos, lineno, field)
+    return text, s[end:]
+
+
+def _read_quoted_at(s: str, pos: int, lineno: int, field: str) -> tuple[str, int]:
+    i = pos + 1
+    n = len(s)
+    parts: list[str] = []
+    start = i
+    while i < n:
+        c = s[i]
+        if c == '"':
+            parts.append(s[start:i])
+            return "".join(parts), i + 1
+        if c == "\\":
+            parts.append(s[start:i])
+            esc = s[i + 1 : i + 2]
+            if esc not in _UNESCAPE:
+                shown = "\\" + esc if esc else "\\ at end of line"
+                raise IngestError(
+                    f"invalid escape {shown!r} in quoted string (allowed: \\\\, \\\", \\n)",
+                    line=lineno,
+                    field=field,
+                )
+            parts.append(_UNESCAPE[esc])
+            i += 2
+            start = i
+            continue
+        i += 1
+    raise IngestError("unterminated quoted string (missing closing '\"')", line=lineno, field=field)
+
+
+def _skip_blanks(s: str, pos: int) -> int:
+    n = len(s)
+    while pos < n and s[pos] in " \t":
+        pos += 1
+    return pos
+
+
+def _parse_sample_slow(s: str, lineno: int, default_ts_ms: int) -> PromSample:
+    """Full EBNF scanner for one (stripped, non-comment) sample line."""
+    n = len(s)
+    pos = 0
+    name: str | None = None
+    if s[0] != "{":
+        m = _NAME_AT(s)
+        if m is None:
+            raise IngestError(f"invalid metric name at start of {s[:60]!r}", line=lineno, field="metric_name")
+        name = m.group()
+        pos = m.end()
+    labels: dict[str, str] = {}
+    after_name = _skip_blanks(s, pos)
+    if after_name < n and s[after_name] == "{":  # Go's parser allows blanks before '{'
+        pos = after_name
+    if pos < n and s[pos] == "{":
+        pos += 1
+        first = True
+        while True:
+            pos = _skip_blanks(s, pos)
+            if pos >= n:
+                raise IngestError("label set not closed (missing '}')", line=lineno, field="labels")
+            if s[pos] == "}":
+                pos += 1
+                break
+            if s[pos] == '"':
+                text, pos = _read_quoted_at(s, pos, lineno, "labels")
+                pos = _skip_blanks(s, pos)
+                if first and pos < n and s[pos] in ",}":
+                    # `{"dotted.metric.name", ...}`: the quoted name form.
+                    if name is not None:
+                        raise IngestError(
+                            f"metric name given twice ({name!r} and {text!r})", line=lineno, field="metric_name"
+                        )
+                    name = text
+                    first = False
+                    if s[pos] == ",":
+                        pos += 1
+                    continue
+                lname = text
+            else:
+                m = _LNAME_AT(s, pos)
+                if m is None:
+                    raise IngestError(
+                        f"expected a label name at {s[pos:pos + 20]!r}", line=lineno, field="labels"
+                    )
+                lname = m.group()
+                pos = m.end()
+            first = False
+            pos = _skip_blanks(s, pos)
+            if pos >= n or s[pos] != "=":
+                raise IngestError(f"expected '=' after label name {lname!r}", line=lineno, field=f"label {lname}")
+            pos = _skip_blanks(s, pos + 1)
+            if pos >= n or s[pos] != '"':
+                raise IngestError(
+                    f"value of label {lname!r} must be a double-quoted string", line=lineno, field=f"label {lname}"
+                )
+            value, pos = _read_quoted_at(s, pos, lineno, f"label {lname}")
+            if lname in labels:
+                raise IngestError(f"duplicate label name {lname!r}", line=lineno, field=f"label {lname}")
+            labels[lname] = value
+            pos = _skip_blanks(s, pos)
+            if pos < n and s[pos] == ",":
+                pos += 1
+                continue
+            if pos < n and s[pos] == "}":
+                pos += 1
+                break
+            raise IngestError(
+                f"expected ',' or '}}' after the value of label {lname!r}", line=lineno, field="labels"
+            )
+    if name is None:
+        raise IngestError("sample has no metric name", line=lineno, field="metric_name")
+    rest = s[pos:]
+    if not rest:
+        raise IngestError(f"sample {name!r} has no value", line=lineno, field="value")
+    if rest[0] not in " \t":
+        raise IngestError(
+            f"unexpected {rest[:20]!r} after metric name {name!r} (expected blank then value)",
+            line=lineno,
+            field="metric_name",
+        )
+    if " # " in rest or "\t# " in rest:
+        rest = re.split(r"[ \t]#[ \t]", rest, maxsplit=1)[0]  # OpenMetrics exemplar
+    tokens = [t for t in _BLANKS.split(rest.strip(" \t")) if t]
+    if not tokens:
+        raise IngestError(f"sample {name!r} has no value", line=lineno, field="value")
+    if len(tokens) > 2:
+        raise IngestError(f"unexpected text after the timestamp: {' '.join(tokens[2:])[:40]!r}", line=lineno)
+    value = _parse_value(tokens[0], lineno)
+    ts = default_ts_ms
+    if len(tokens) == 2:
+        ttok = tokens[1]
+        if not _TS_FULL(ttok):
+            raise IngestError(
+                f"timestamp must be integer milliseconds, got {ttok!r}", line=lineno, field="timestamp"
+            )
+        ts = int(ttok)
+        if not _INT64_MIN <= ts <= _INT64_MAX:
+            raise IngestError(f"timestamp out of int64 range: {ttok!r}", line=lineno, field="timestamp")
+    return PromSample(name, tuple(sorted(labels.items())), value, ts)
+
+
+def _parse_value(tok: str, lineno: int) -> float:
+    # Python's float() also takes "1_000" and unicode digits; Go's ParseFloat does not.
+    if "_" not in tok and tok.isascii():
+        try:
+            return float(tok)
+        except ValueError:
+            pass
+    raise IngestError(f"not a number: {tok!r}", line=lineno, field="value")
