@@ -1,0 +1,425 @@
+"""The case overlay: signals from every layer aligned on t0, each against its healthy peers.
+
+``run_overlay(OverlayQuery) -> OverlayResult``. For every signal (metric, host,
+component) it returns the affected series (x = seconds relative to t0), the
+peer band of the same metric on the same component family (``gpu3`` ->
+every ``gpuN`` of the peer hosts) as p5/median/p95 per time bucket, and the
+events (XID/SXID, link down/up, job state) on the affected hosts as markers.
+
+How it reads the store
+----------------------
+* Source: the raw ``samples`` table while a chart bucket is shorter than a
+  minute, i.e. ``window / max_points < ROLLUP_MIN_BUCKET_S`` (60 s; with the
+  default 600 points that is windows up to 10 h); longer windows read the
+  ``samples_1m`` rollup, which cannot resolve anything finer than a minute
+  anyway and holds 6-60x fewer rows.
+* Counters become per-second rates with reset handling: a negative delta means
+  the counter restarted, so the increase is the new value itself (as Prometheus
+  ``rate`` does). On the rollup, deltas are taken between the minute-closing
+  values (``last``).
+* Gauges on the rollup: each minute is represented by its worst value in the
+  metric's ``bad`` direction (max for ``up``, min for ``down``, mean for
+  ``none``), so a spike inside a minute stays visible; the band uses the same
+  rule, so the line and the band stay comparable.
+* Downsampling is server-side: ``largestTriangleThreeBuckets(max_points)`` per
+  series (keeps spikes), bucketed ``quantilesExactInclusive`` for the bands
+  (pooled over the peer samples in the bucket; the same definition as numpy's
+  default ``percentile``).
+* Three queries per overlay, whatever the number of signals: one for all
+  affected series, one for all bands, one for the events. Each has a tag and a
+  ``max_execution_time``.
+
+Validation happens before any SQL is built: a metric must be a catalog name
+(or alias) or one of ``extra_metrics``; a host must be in ``allowed_hosts``
+(the job's hosts and peers; when not given, the cluster inventory is looked up
+with a bound query after the metric check). Anything else raises
+``InvalidSignal`` naming the signal and the reason.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Collection, Iterable
+
+import numpy as np
+
+from telemetry import catalog, store
+
+ROLLUP_MIN_BUCKET_S = 60
+MAX_POINTS_LIMIT = 5000
+MAX_SIGNALS = 64
+MAX_PEERS = 256
+MAX_WINDOW_S = 31 * 86400
+MAX_EVENTS = 2000
+# Raw counters: read a little before the window so the first point has a predecessor.
+RAW_COUNTER_MARGIN_S = 300
+EVENT_KINDS = ("xid", "sxid", "link_down", "link_up", "job_state")
+QUERY_TIMEOUT_S = 20
+
+_COMPONENT_RE = re.compile(r"^[A-Za-z0-9_./:\-]{0,64}$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,253}$")
+
+
+class InvalidSignal(ValueError):
+    """A signal or query parameter that cannot be charted; the message names it and why."""
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    metric: str
+    host: str
+    component: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric} {self.component}@{self.host}" if self.component else f"{self.metric} @{self.host}"
+
+
+@dataclass(frozen=True)
+class OverlayQuery:
+    cluster: str
+    t0: datetime
+    start_offset_s: int  # negative: seconds before t0
+    end_offset_s: int
+    signals: list[SignalSpec]
+    peers: list[str] = field(default_factory=list)
+    max_points: int = 600
+
+
+@dataclass
+class Band:
+    x: np.ndarray  # bucket centre, seconds relative to t0
+    p5: np.ndarray
+    median: np.ndarray
+    p95: np.ndarray
+    n: np.ndarray  # peer samples per bucket
+
+
+@dataclass
+class SignalSeries:
+    signal: SignalSpec
+    metric: str  # canonical name
+    layer: str
+    unit: str  # "/s" appended for counter rates
+    kind: str  # gauge | counter
+    bad: str
+    family: str  # component family the band was drawn from ('gpu', 'mlx_/', '')
+    x: np.ndarray
+    y: np.ndarray
+    band: Band | None
+
+
+@dataclass
+class EventMarker:
+    x: float  # seconds relative to t0
+    ts: datetime
+    host: str
+    component: str
+    kind: str
+    code: int
+    severity: str
+    message: str
+
+
+@dataclass
+class OverlayResult:
+    cluster: str
+    t0: datetime
+    start_offset_s: int
+    end_offset_s: int
+    source: str  # "samples" or "samples_1m"
+    bucket_s: float
+    series: list[SignalSeries]
+    events: list[EventMarker]
+    peers: list[str]
+
+
+def component_family(component: str) -> str:
+    """Digits removed: gpu3 -> gpu, mlx5_0/1 -> mlx_/, '' -> ''. Same as the SQL below."""
+    return re.sub(r"[0-9]+", "", component)
+
+
+def _utc(ts: datetime) -> datetime:
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=timezone.utc)
+    return ts.astimezone(timezone.utc)
+
+
+def choose_source(window_s: float, max_points: int) -> tuple[str, float]:
+    """(table, bucket seconds) for a window of `window_s` drawn with `max_points`."""
+    bucket = max(window_s / max_points, 1.0)
+    if bucket >= ROLLUP_MIN_BUCKET_S:
+        return "samples_1m", math.ceil(bucket / 60.0) * 60.0
+    return "samples", bucket
+
+
+def _resolve_metric(name: str, extra_metrics: Collection[str]) -> catalog.Metric | None:
+    metric = catalog.resolve(name)
+    if metric is not None:
+        return metric
+    if name in extra_metrics:
+        return None
+    raise InvalidSignal(f"metric {name!r} is not in the metric catalog (nor a known stored metric)")
+
+
+def validate(q: OverlayQuery, *, allowed_hosts: Collection[str] | None, extra_metrics: Collection[str] = ()) -> None:
+    """Check everything that does not need the store. Hosts are checked when `allowed_hosts` is given."""
+    if not isinstance(q.cluster, str) or not q.cluster or len(q.cluster) > 200:
+        raise InvalidSignal(f"cluster {q.cluster!r}: must be a non-empty name")
+    if not isinstance(q.t0, datetime):
+        raise InvalidSignal(f"t0 {q.t0!r}: must be a datetime")
+    if not (q.start_offset_s < q.end_offset_s):
+        raise InvalidSignal(f"window: start_offset_s {q.start_offset_s} must be before end_offset_s {q.end_offset_s}")
+    if q.end_offset_s - q.start_offset_s > MAX_WINDOW_S:
+        raise InvalidSignal(f"window: {q.end_offset_s - q.start_offset_s} s is longer than {MAX_WINDOW_S} s")
+    if not (2 <= q.max_points <= MAX_POINTS_LIMIT):
+        raise InvalidSignal(f"max_points {q.max_points}: must be between 2 and {MAX_POINTS_LIMIT}")
+    if not q.signals:
+        raise InvalidSignal("signals: at least one signal is needed")
+    if len(q.signals) > MAX_SIGNALS:
+        raise InvalidSignal(f"signals: {len(q.signals)} given, at most {MAX_SIGNALS}")
+    if len(q.peers) > MAX_PEERS:
+        raise InvalidSignal(f"peers: {len(q.peers)} given, at most {MAX_PEERS}")
+    for i, s in enumerate(q.signals):
+        where = f"signal {i + 1} ({s.metric!r} {s.component!r}@{s.host!r})"
+        if not isinstance(s.metric, str) or not isinstance(s.host, str) or not isinstance(s.component, str):
+            raise InvalidSignal(f"{where}: metric, host and component must be strings")
+        try:
+            _resolve_metric(s.metric, extra_metrics)
+        except InvalidSignal as exc:
+            raise InvalidSignal(f"{where}: {exc}") from None
+        if not _HOST_RE.match(s.host):
+            raise InvalidSignal(f"{where}: host {s.host!r} is not a valid host name")
+        if not _COMPONENT_RE.match(s.component):
+            raise InvalidSignal(f"{where}: component {s.component!r} is not a valid component name")
+        if allowed_hosts is not None and s.host not in allowed_hosts:
+            raise InvalidSignal(f"{where}: host {s.host!r} is not in the inventory of cluster {q.cluster!r} or the job")
+    for p in q.peers:
+        if not isinstance(p, str) or not _HOST_RE.match(p):
+            raise InvalidSignal(f"peers: {p!r} is not a valid host name")
+
+
+def _inventory_hosts(cluster: str) -> set[str]:
+    rows = store.query_rows(
+        "SELECT DISTINCT host FROM hosts WHERE cluster = {cluster:String}",
+        {"cluster": cluster},
+        tag="overlay.inventory_hosts",
+        timeout_s=5,
+    )
+    return {r[0] for r in rows}
+
+
+@dataclass(frozen=True)
+class _Plan:
+    source: str
+    bucket_s: float
+    lo: datetime  # read from (includes the counter margin)
+    start: datetime
+    end: datetime
+    params: dict
+
+
+_SERIES_FILTER = "(metric, host, component) IN {keys:Array(Tuple(String, String, String))}"
+_BAND_FILTER = "(metric, replaceRegexpAll(component, '[0-9]+', '')) IN {fams:Array(Tuple(String, String))}"
+
+
+def _rated_sql(source: str, series_filter: str) -> str:
+    """Rows (metric, host, component, ts, x, y) of the window; `series_filter` is constant SQL text."""
+    if source == "samples":
+        inner = (
+            "SELECT metric, host, component, ts, value AS v "
+            "FROM samples "
+            "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} "
+            "AND host IN {hosts:Array(String)} AND ts >= {lo:DateTime64(3, 'UTC')} AND ts <= {end:DateTime64(3, 'UTC')} "
+            f"AND {series_filter}"
+        )
+    else:
+        # Merge the not-yet-merged rollup parts first; pick the minute's representative value.
+        inner = (
+            "SELECT metric, host, component, toDateTime64(minute, 3, 'UTC') AS ts, v FROM ("
+            "SELECT metric, host, component, ts AS minute, "
+            "multiIf(has({counters:Array(String)}, metric), argMaxMerge(last), "
+            "has({bad_up:Array(String)}, metric), max(max), "
+            "has({bad_down:Array(String)}, metric), min(min), sum(sum) / sum(count)) AS v "
+            "FROM samples_1m "
+            "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} "
+            "AND host IN {hosts:Array(String)} AND ts >= toDateTime({lo:DateTime64(3, 'UTC')}) "
+            "AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
+            f"AND {series_filter} "
+            "GROUP BY metric, host, component, minute)"
+        )
+    # Counters: delta to the previous sample of the same series; a negative delta is a reset,
+    # so the increase since then is the new value. Gauges pass through.
+    return (
+        "SELECT metric, host, component, ts, "
+        "(toUnixTimestamp64Milli(ts) - toUnixTimestamp64Milli({t0:DateTime64(3, 'UTC')})) / 1000.0 AS x, "
+        "if(has({counters:Array(String)}, metric), "
+        "if(prev_ms = 0, nan, if(v >= prev_v, v - prev_v, v) * 1000.0 / (toUnixTimestamp64Milli(ts) - prev_ms)), "
+        "v) AS y "
+        "FROM (SELECT metric, host, component, ts, v, lagInFrame(v, 1, v) OVER w AS prev_v, "
+        "lagInFrame(toUnixTimestamp64Milli(ts), 1, 0) OVER w AS prev_ms "
+        f"FROM ({inner}) "
+        "WINDOW w AS (PARTITION BY metric, host, component ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))"
+    )
+
+
+def _series_sql(source: str) -> str:
+    return (
+        "SELECT metric, host, component, largestTriangleThreeBuckets({n:UInt64})(x, y) AS pts "
+        f"FROM ({_rated_sql(source, _SERIES_FILTER)}) "
+        "WHERE x >= {x0:Float64} AND isFinite(y) "
+        "GROUP BY metric, host, component"
+    )
+
+
+def _band_sql(source: str) -> str:
+    return (
+        "SELECT metric, replaceRegexpAll(component, '[0-9]+', '') AS fam, "
+        "intDiv(x - {x0:Float64}, {bucket:Float64}) AS b, "
+        "quantilesExactInclusive(0.05, 0.5, 0.95)(y) AS q, count() AS n "
+        f"FROM ({_rated_sql(source, _BAND_FILTER)}) "
+        "WHERE x >= {x0:Float64} AND isFinite(y) "
+        "GROUP BY metric, fam, b ORDER BY metric, fam, b"
+    )
+
+
+EVENTS_SQL = (
+    "SELECT ts, host, component, kind, code, severity, message FROM events "
+    "WHERE cluster = {cluster:String} AND host IN {hosts:Array(String)} "
+    "AND ts >= {start:DateTime64(3, 'UTC')} AND ts <= {end:DateTime64(3, 'UTC')} "
+    "AND kind IN {kinds:Array(String)} ORDER BY ts LIMIT {limit:UInt32}"
+)
+
+
+def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
+    t0 = _utc(q.t0)
+    window = q.end_offset_s - q.start_offset_s
+    source, bucket = choose_source(window, q.max_points)
+    start = t0 + timedelta(seconds=q.start_offset_s)
+    end = t0 + timedelta(seconds=q.end_offset_s)
+    margin = RAW_COUNTER_MARGIN_S if source == "samples" else 120
+    lo = start - timedelta(seconds=margin)
+    metrics = sorted({_canonical(s.metric, resolved) for s in q.signals})
+    counters = [m for m in metrics if resolved.get(m) is not None and resolved[m].is_counter]
+    bad_up = [m for m in metrics if resolved.get(m) is not None and resolved[m].bad == "up"]
+    bad_down = [m for m in metrics if resolved.get(m) is not None and resolved[m].bad == "down"]
+    keys = sorted({(_canonical(s.metric, resolved), s.host, s.component) for s in q.signals})
+    fams = sorted({(_canonical(s.metric, resolved), component_family(s.component)) for s in q.signals})
+    params = {
+        "cluster": q.cluster,
+        "metrics": metrics,
+        "counters": counters,
+        "bad_up": bad_up,
+        "bad_down": bad_down,
+        "keys": keys,
+        "fams": fams,
+        "lo": lo,
+        "start": start,
+        "end": end,
+        "t0": t0,
+        "x0": float(q.start_offset_s),
+        "bucket": float(bucket),
+        "n": int(q.max_points),
+    }
+    return _Plan(source, bucket, lo, start, end, params)
+
+
+def _canonical(name: str, resolved: dict[str, catalog.Metric | None]) -> str:
+    m = resolved.get(name)
+    return m.name if m is not None else name
+
+
+def run_overlay(
+    q: OverlayQuery,
+    *,
+    allowed_hosts: Collection[str] | None = None,
+    extra_metrics: Collection[str] = (),
+    timeout_s: int = QUERY_TIMEOUT_S,
+) -> OverlayResult:
+    validate(q, allowed_hosts=allowed_hosts, extra_metrics=extra_metrics)
+    if allowed_hosts is None:
+        inventory = _inventory_hosts(q.cluster)
+        validate(q, allowed_hosts=inventory, extra_metrics=extra_metrics)
+    resolved: dict[str, catalog.Metric | None] = {}
+    for s in q.signals:
+        m = catalog.resolve(s.metric)
+        resolved[s.metric] = m
+        if m is not None:
+            resolved[m.name] = m
+    p = plan(q, resolved)
+    affected_hosts = sorted({s.host for s in q.signals})
+    peers = sorted(set(q.peers) - set(affected_hosts))
+
+    series_rows = store.query_rows(
+        _series_sql(p.source), {**p.params, "hosts": affected_hosts}, tag="overlay.series", timeout_s=timeout_s
+    )
+    band_rows = (
+        store.query_rows(_band_sql(p.source), {**p.params, "hosts": peers}, tag="overlay.bands", timeout_s=timeout_s)
+        if peers
+        else []
+    )
+    event_rows = store.query_rows(
+        EVENTS_SQL,
+        {"cluster": q.cluster, "hosts": affected_hosts, "start": p.start, "end": p.end,
+         "kinds": list(EVENT_KINDS), "limit": MAX_EVENTS},
+        tag="overlay.events",
+        timeout_s=timeout_s,
+    )
+    return _assemble(q, p, resolved, series_rows, band_rows, event_rows, peers)
+
+
+def _assemble(q, p: _Plan, resolved, series_rows, band_rows, event_rows, peers) -> OverlayResult:
+    by_key = {}
+    for metric, host, component, pts in series_rows:
+        arr = np.asarray(pts, dtype=float).reshape(-1, 2) if pts else np.empty((0, 2))
+        by_key[(metric, host, component)] = arr
+    bands: dict[tuple[str, str], list] = {}
+    for metric, fam, b, qs, n in band_rows:
+        bands.setdefault((metric, fam), []).append((b, qs[0], qs[1], qs[2], n))
+    band_objs: dict[tuple[str, str], Band] = {}
+    for key, rows in bands.items():
+        a = np.asarray(rows, dtype=float)
+        band_objs[key] = Band(
+            x=q.start_offset_s + (a[:, 0] + 0.5) * p.bucket_s,
+            p5=a[:, 1], median=a[:, 2], p95=a[:, 3], n=a[:, 4].astype(int),
+        )
+    out = []
+    for s in q.signals:
+        m = resolved.get(s.metric)
+        name = m.name if m is not None else s.metric
+        fam = component_family(s.component)
+        arr = by_key.get((name, s.host, s.component), np.empty((0, 2)))
+        unit = (m.unit + "/s") if (m is not None and m.is_counter) else (m.unit if m is not None else "")
+        out.append(
+            SignalSeries(
+                signal=s,
+                metric=name,
+                layer=m.layer if m is not None else "host",
+                unit=unit,
+                kind=m.kind if m is not None else "gauge",
+                bad=m.bad if m is not None else "none",
+                family=fam,
+                x=arr[:, 0],
+                y=arr[:, 1],
+                band=band_objs.get((name, fam)),
+            )
+        )
+    t0 = _utc(q.t0)
+    events = [
+        EventMarker(
+            x=(_utc(ts) - t0).total_seconds(), ts=_utc(ts), host=host, component=comp, kind=kind,
+            code=int(code), severity=sev, message=msg,
+        )
+        for ts, host, comp, kind, code, sev, msg in event_rows
+    ]
+    return OverlayResult(
+        cluster=q.cluster, t0=t0, start_offset_s=q.start_offset_s, end_offset_s=q.end_offset_s,
+        source=p.source, bucket_s=p.bucket_s, series=out, events=events, peers=peers,
+    )
+
+
+def signals_for(metrics: Iterable[str], hosts: Iterable[str], components: Iterable[str]) -> list[SignalSpec]:
+    """Every (metric, host, component) combination, for callers building a default view."""
+    return [SignalSpec(m, h, c) for m in metrics for h in hosts for c in components]
