@@ -14,3 +14,24 @@ def store_summary(ctx: JobContext) -> dict:
     events = overview.events_per_kind(timeout_s=ctx.remaining_s())
     ctx.progress(2, 2, "done")
     return {"metrics": metrics, "events": events}
+
+
+@job_kind("engine_selfcheck", queue="interactive")
+def engine_selfcheck(ctx: JobContext) -> dict:
+    """Measure how fast this store's engine scans and hashes rows, in steps.
+
+    An admin runs it to size a deployment (and the test suite to keep a worker
+    thread busy with real engine work while pages are served)."""
+    from telemetry.queries import selfcheck
+
+    rows = int(ctx.params.get("rows", 200_000_000))
+    steps = max(1, min(int(ctx.params.get("steps", 4)), 100))
+    if not 1 <= rows <= 100_000_000_000:
+        raise ValueError(f"rows must be between 1 and 1e11, got {rows}")
+    per_step = max(1, rows // steps)
+    elapsed = 0.0
+    for step in range(steps):
+        ctx.progress(step, steps, f"scanning {per_step:,} rows ({step + 1}/{steps})")
+        elapsed += selfcheck.scan(per_step, timeout_s=ctx.remaining_s())
+    ctx.progress(steps, steps, "done")
+    return {"rows": per_step * steps, "seconds": round(elapsed, 3), "rows_per_s": round(per_step * steps / elapsed) if elapsed else None}

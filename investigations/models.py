@@ -49,3 +49,4 @@ class BackgroundJob(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE
+from investigations.tokens import ApiToken  # noqa: F401,E402

@@ -27,7 +27,18 @@ class EmbeddedWorker:
         self.error: BaseException | None = None
 
     def start(self, timeout: float = 30.0) -> None:
-        self._controller = WorkController(
+        self._thread = threading.Thread(target=self._run, name="celery-embedded", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise RuntimeError(f"embedded Celery worker not ready after {timeout:.0f} s: {self.error}")
+        if self.error is not None:
+            raise RuntimeError(f"embedded Celery worker failed to start: {self.error}")
+
+    def _build(self) -> WorkController:
+        # Built inside the worker thread: Celery's Django fix-up closes the database
+        # connections of the thread that builds the controller, which must not be
+        # a request thread (or a test's transaction).
+        return WorkController(
             app=self.app,
             pool_cls="threads",
             concurrency=self.concurrency,
@@ -39,13 +50,10 @@ class EmbeddedWorker:
             ready_callback=lambda *args: self._ready.set(),
             loglevel=logging.WARNING,
         )
-        self._thread = threading.Thread(target=self._run, name="celery-embedded", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise RuntimeError(f"embedded Celery worker not ready after {timeout:.0f} s: {self.error}")
 
     def _run(self) -> None:
         try:
+            self._controller = self._build()
             self._controller.start()
         except BaseException as exc:  # surfaced through /healthz and start()
             self.error = exc

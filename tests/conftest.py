@@ -1,0 +1,76 @@
+"""Shared fixtures: one embedded telemetry store per test session (schema applied
+once, tables emptied between tests), users with each role, a logged-in client."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_FORMATS = REPO.parent / "shared" / "reference" / "formats"
+
+TELEMETRY_TABLES = ("samples", "samples_1m", "events", "jobs", "job_hosts", "hosts", "components")
+
+
+def shared_file(name: str) -> Path:
+    """A real sample from ../shared/reference/formats, or skip when that folder is absent."""
+    path = SHARED_FORMATS / name
+    if not path.exists():
+        pytest.skip(f"../shared/reference/formats/{name} not present (a user's clone has no ../shared)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def telemetry_store():
+    """The session's chDB store with every migration applied."""
+    from django.conf import settings
+
+    from telemetry import migrate, store
+
+    migrate.migrate(store.get_client(), migrate.Target(cluster="", ttl_days=settings.TELEMETRY_TTL_DAYS), log=lambda m: None)
+    return store
+
+
+@pytest.fixture
+def clean_store(telemetry_store):
+    """An empty store for this test."""
+    for table in TELEMETRY_TABLES:
+        telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
+    yield telemetry_store
+    for table in TELEMETRY_TABLES:
+        telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
+
+
+@pytest.fixture
+def make_user(db):
+    from django.contrib.auth import get_user_model
+
+    from investigations.roles import set_role
+
+    def make(username: str, role: str = "investigator", password: str = "correct-horse-1"):
+        user = get_user_model().objects.create_user(username=username, password=password)
+        set_role(user, role)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def investigator(make_user):
+    return make_user("alice", "investigator")
+
+
+@pytest.fixture
+def viewer(make_user):
+    return make_user("victor", "viewer")
+
+
+@pytest.fixture
+def admin_user(make_user):
+    return make_user("ada", "admin")
+
+
+@pytest.fixture
+def alice_client(client, investigator):
+    client.force_login(investigator)
+    return client

@@ -1,0 +1,87 @@
+"""Background jobs run by real Celery worker threads: claim once, progress, cancel, recover."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import transaction
+
+from investigations.models import BackgroundJob
+from investigations.services import jobs
+from webapp import celery_app
+from webapp.worker import EmbeddedWorker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def worker(telemetry_store):
+    w = EmbeddedWorker(celery_app, concurrency=2)
+    w.start()
+    yield w
+    w.stop()
+
+
+def wait_for(job_id: int, states=("succeeded", "failed", "cancelled"), timeout=60.0) -> BackgroundJob:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = BackgroundJob.objects.get(pk=job_id)
+        if job.state in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} still {BackgroundJob.objects.get(pk=job_id).state} after {timeout} s")
+
+
+def test_a_started_job_runs_in_a_worker_thread_and_keeps_its_result(worker, clean_store):
+    with transaction.atomic():
+        job = jobs.start_job("store_summary")
+    done = wait_for(job.pk)
+    assert done.state == "succeeded", done.error
+    assert done.result == {"metrics": [], "events": []}
+    assert done.attempts == 1 and done.progress_done == done.progress_total == 2
+    assert done.worker.split(":")[-1] != "MainThread"
+
+
+def test_a_job_is_claimed_only_once():
+    job = BackgroundJob.objects.create(kind="store_summary")
+    assert jobs.claim(job.pk) is not None
+    assert jobs.claim(job.pk) is None  # a redelivered message finds it running
+
+
+def test_a_redelivered_message_for_a_finished_job_does_nothing():
+    job = BackgroundJob.objects.create(kind="store_summary", state="succeeded", result={"x": 1})
+    assert jobs.run(job.pk) == "skipped"
+    job.refresh_from_db()
+    assert job.result == {"x": 1} and job.attempts == 0
+
+
+def test_a_running_job_can_be_cancelled(worker):
+    with transaction.atomic():
+        job = jobs.start_job("engine_selfcheck", {"rows": 40_000_000_000, "steps": 400})
+    wait_for(job.pk, states=("running",))
+    jobs.cancel_job(job)
+    done = wait_for(job.pk)
+    assert done.state == "cancelled"
+    assert done.progress_done < 100
+
+
+def test_a_failing_job_records_its_error(worker):
+    with transaction.atomic():
+        job = jobs.start_job("engine_selfcheck", {"rows": -5})
+    done = wait_for(job.pk)
+    assert done.state == "failed"
+    assert "rows must be between 1 and 1e11, got -5" in done.error
+
+
+def test_unknown_job_kinds_are_refused():
+    with pytest.raises(jobs.UnknownJobKind, match="unknown job kind 'astrology'"):
+        jobs.start_job("astrology")
+
+
+def test_jobs_left_running_by_a_dead_process_are_run_again_at_start(worker, clean_store):
+    orphan = BackgroundJob.objects.create(kind="store_summary", state="running", stage="half way", attempts=1)
+    queued = BackgroundJob.objects.create(kind="store_summary")
+    assert sorted(jobs.recover_jobs()) == sorted([orphan.pk, queued.pk])
+    assert wait_for(orphan.pk).state == "succeeded"
+    assert wait_for(queued.pk).state == "succeeded"
+    assert BackgroundJob.objects.get(pk=orphan.pk).attempts == 2

@@ -1,0 +1,64 @@
+"""Store access: one client per thread, and a clear message when another process holds the embedded store."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from telemetry import store
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_each_thread_gets_its_own_client(telemetry_store):
+    seen = {}
+
+    def grab(name):
+        seen[name] = store.get_client()
+
+    threads = [threading.Thread(target=grab, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["a"] is not seen["b"]
+    assert store.get_client() is store.get_client()
+    assert store.get_client() not in seen.values()
+
+
+def test_a_second_process_on_the_same_data_dir_gets_a_clear_message(telemetry_store):
+    path = store.config().chdb_path
+    code = (
+        "from telemetry import store\n"
+        f"store.configure('chdb://{path}')\n"
+        "try:\n    store.get_client()\nexcept store.StoreLocked as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert f"locked by another Precursor process (pid {os.getpid()})" in out.stdout
+    assert "Traceback" not in out.stderr
+
+
+def test_manage_py_reports_the_lock_without_a_traceback(telemetry_store):
+    data_dir = store.config().chdb_path.parent
+    env = {**os.environ, "PRECURSOR_DATA_DIR": str(data_dir)}
+    env.pop("DATABASE_URL", None)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "migrate_telemetry"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 1
+    assert f"locked by another Precursor process (pid {os.getpid()})" in out.stderr
+    assert "stop it, or point PRECURSOR_DATA_DIR" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_ping_reports_an_unreachable_server_without_raising():
+    old = store.config()
+    try:
+        store.configure("http://127.0.0.1:9/", query_timeout_s=2)
+        ok, detail = store.ping()
+    finally:
+        store.configure(old.dsn, cluster=old.cluster, ttl_days=old.ttl_days, query_timeout_s=old.query_timeout_s)
+    assert ok is False
+    assert "127.0.0.1" in detail or "onnect" in detail

@@ -1,0 +1,67 @@
+"""The writer: schema checks name what is wrong; retried batches are not duplicated."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from telemetry import schema, store, writer
+
+
+def samples(n: int, *, value: float = 1.0, host: str = "n001") -> pa.Table:
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    return pa.table(
+        {
+            "ts": pa.array([start + dt.timedelta(seconds=10 * i) for i in range(n)], schema.TS),
+            "cluster": ["c1"] * n,
+            "host": [host] * n,
+            "component": ["gpu0"] * n,
+            "metric": ["gpu.temp"] * n,
+            "value": [value + i for i in range(n)],
+        }
+    )
+
+
+def count(sql="SELECT count() FROM samples"):
+    return store.query_rows(sql, tag="test")[0][0]
+
+
+def test_a_retried_identical_batch_is_stored_once(clean_store):
+    batch = samples(50, value=3.0)
+    writer.write("samples", batch)
+    writer.write("samples", batch)
+    assert count() == 50
+
+
+def test_different_batches_are_both_stored(clean_store):
+    writer.write("samples", samples(10, value=1.0))
+    writer.write("samples", samples(10, value=2.0))
+    assert count() == 20
+
+
+def test_the_minute_rollup_is_fed_by_the_view(clean_store):
+    writer.write("samples", samples(12, value=10.0, host="n002"))  # 12 x 10 s = 2 minutes
+    rows = store.query_rows(
+        "SELECT ts, min(min), max(max), sum(count), argMaxMerge(last) FROM samples_1m WHERE host = 'n002' GROUP BY ts ORDER BY ts",
+        tag="test",
+    )
+    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(10.0, 15.0, 6, 15.0), (16.0, 21.0, 6, 21.0)]
+
+
+def test_missing_and_extra_columns_are_named():
+    bad = samples(2).drop_columns(["metric"]).append_column("colour", pa.array(["red", "blue"]))
+    with pytest.raises(writer.SchemaMismatch, match="missing column\\(s\\) metric; unexpected column\\(s\\) colour"):
+        writer.write("samples", bad)
+
+
+def test_uncastable_values_are_refused_before_writing(clean_store):
+    bad = samples(2).set_column(5, "value", pa.array(["1.5", "warm"]))
+    with pytest.raises(writer.SchemaMismatch, match="samples"):
+        writer.write("samples", bad)
+    assert count() == 0
+
+
+def test_unknown_table_is_refused():
+    with pytest.raises(writer.SchemaMismatch, match="unknown telemetry table 'nope'"):
+        writer.write("nope", samples(1))
