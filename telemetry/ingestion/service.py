@@ -1,0 +1,259 @@
+"""One function per ingestion format: parse and validate the WHOLE batch, then write.
+
+The HTTP endpoints (``investigations.ingest_api``), the ``ingest`` command and
+the benchmark all call these, so every path behaves the same:
+
+- Nothing is written until the whole batch parsed, normalised and conformed to
+  the table schema; a bad batch raises ``IngestError`` (line, field, reason)
+  and leaves the store untouched.
+- Every insert goes through ``telemetry.writer.write`` with a de-duplication
+  token, so a retried identical batch adds no rows. Multi-table batches (sacct:
+  jobs + job_hosts) use tokens derived from the input bytes, so a retry after a
+  half-finished write completes it without duplicating the part that landed.
+- Store failures are not ``IngestError``: they propagate, and the HTTP layer
+  answers 503 so senders retry.
+
+Text exposition bodies usually carry no timestamps: the samples get
+``default_ts_ms`` (the receive time when not given). A sender that wants its
+retries de-duplicated must therefore give the scrape time (a timestamp per
+sample, or the endpoint's ``ts`` parameter): two scrapes of an idle GPU can be
+byte-identical and must both be stored.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from telemetry import schema, store, writer, xid
+from telemetry.ingestion import bulk, kernel_log, normalize, prometheus_text, remote_write, sacct
+from telemetry.ingestion.errors import IngestError
+
+
+@dataclass
+class IngestReport:
+    format: str
+    cluster: str
+    rows: dict[str, int] = field(default_factory=dict)  # table -> rows written (before de-duplication)
+    dropped_blank: int = 0  # "no data" samples (NaN, stale markers, DCGM blank sentinels)
+    skipped_lines: int = 0  # kernel-log lines that are not NVRM Xid lines
+    unknown_metrics: list[str] = field(default_factory=list)  # stored under their own name
+    unmapped_pci: list[str] = field(default_factory=list)  # kernel-log: PCI ids not in the inventory
+    expired: int = 0  # rows older than the store's retention (TTL): the store drops them on arrival
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "format": self.format,
+            "cluster": self.cluster,
+            "rows": dict(self.rows),
+            "dropped_blank": self.dropped_blank,
+            "skipped_lines": self.skipped_lines,
+            "unknown_metrics": list(self.unknown_metrics),
+            "unmapped_pci": list(self.unmapped_pci),
+            "expired": self.expired,
+        }
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _batch_token(kind: str, cluster: str, *parts: bytes | str) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{kind}\0{cluster}\0".encode())
+    for part in parts:
+        digest.update(part if isinstance(part, bytes) else part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _check_cluster(cluster: str) -> str:
+    if not cluster or not cluster.strip():
+        raise IngestError("cluster must not be empty", field="cluster")
+    if len(cluster) > 200:
+        raise IngestError("cluster name longer than 200 characters", field="cluster")
+    return cluster.strip()
+
+
+def _expired(table: pa.Table, column: str = "ts") -> int:
+    """Rows the store's TTL will drop at once: a backfill older than the retention
+    must say so rather than report rows that silently vanish."""
+    ttl_days = store.config().ttl_days
+    if not ttl_days or table.num_rows == 0:
+        return 0
+    cutoff = pa.scalar(_now_ms() - ttl_days * 86_400_000, pa.int64()).cast(schema.TS)
+    return pc.sum(pc.less(table.column(column), cutoff)).as_py() or 0
+
+
+def _write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag: str) -> IngestReport:
+    table = writer.conform("samples", result.table)  # validate before anything is sent
+    written = writer.write("samples", table, tag=tag)
+    return IngestReport(
+        format=fmt, cluster=cluster, rows={"samples": written.rows}, dropped_blank=result.dropped_blank,
+        unknown_metrics=sorted(result.unknown_metrics), expired=_expired(table),
+    )
+
+
+def parse_prometheus_text(
+    text: str, cluster: str, default_host: str | None = None, default_ts_ms: int | None = None
+) -> normalize.NormalizeResult:
+    cluster = _check_cluster(cluster)
+    samples = prometheus_text.parse_exposition(text, default_ts_ms=default_ts_ms if default_ts_ms is not None else _now_ms())
+    return normalize.prom_samples_to_table(samples, cluster=cluster, default_host=default_host or None)
+
+
+def ingest_prometheus_text(
+    text: str, cluster: str, default_host: str | None = None, default_ts_ms: int | None = None
+) -> IngestReport:
+    """One text-exposition scrape (dcgm-exporter, node_exporter) -> samples."""
+    result = parse_prometheus_text(text, cluster, default_host, default_ts_ms)
+    return _write_samples(result, "prometheus", cluster.strip(), "ingest:prometheus")
+
+
+def parse_remote_write(body: bytes, cluster: str) -> normalize.NormalizeResult:
+    cluster = _check_cluster(cluster)
+    return normalize.rw_series_to_table(remote_write.decode_write_request(body), cluster=cluster)
+
+
+def ingest_remote_write(body: bytes, cluster: str) -> IngestReport:
+    """One Prometheus remote-write 1.0 request body (snappy + protobuf) -> samples."""
+    result = parse_remote_write(body, cluster)
+    return _write_samples(result, "remote-write", cluster.strip(), "ingest:remote-write")
+
+
+# --- kernel log --------------------------------------------------------------------------
+
+
+def _pci_map(cluster: str, hosts: list[str]) -> dict[tuple[str, str], str]:
+    """(host, normalised pci bus id) -> component, from the newest inventory."""
+    if not hosts:
+        return {}
+    rows = store.query_rows(
+        "SELECT host, pci_bus_id, component FROM components FINAL "
+        "WHERE cluster = {cluster:String} AND host IN {hosts:Array(String)} AND pci_bus_id != ''",
+        {"cluster": cluster, "hosts": hosts},
+        tag="ingest:kernel-log:pci-map",
+    )
+    out: dict[tuple[str, str], str] = {}
+    for host, pci, component in rows:
+        try:
+            out[(host, kernel_log.normalize_pci_bus_id(pci))] = component
+        except ValueError:
+            continue  # an inventory row with a malformed id cannot match a kernel line anyway
+    return out
+
+
+def parse_kernel_log(
+    text: str, cluster: str, host: str | None = None, year: int | None = None,
+    now_ts_ms: int | None = None, boot_ts_ms: int | None = None,
+) -> tuple[pa.Table, kernel_log.KernelLogResult, list[str]]:
+    cluster = _check_cluster(cluster)
+    parsed = kernel_log.parse_kernel_log(text, host=host or None, year=year, now_ts_ms=now_ts_ms, boot_ts_ms=boot_ts_ms)
+    received_ms = now_ts_ms if now_ts_ms is not None else _now_ms()
+    for x in parsed.xids:
+        if not x.host:
+            raise IngestError("no host: the line has no syslog/journal host and no host was given",
+                              line=x.line, field="host")
+    pci = _pci_map(cluster, sorted({x.host for x in parsed.xids})) if parsed.xids else {}
+    cols: dict[str, list] = {name: [] for name in schema.EVENTS.names}
+    unmapped: set[str] = set()
+    for x in parsed.xids:
+        info = xid.describe(x.xid)
+        component = pci.get((x.host, x.pci_bus_id), "")
+        if not component:
+            unmapped.add(f"{x.host} {x.pci_bus_id}")
+        attributes = {
+            "pci_bus_id": x.pci_bus_id,
+            "xid_mnemonic": info.mnemonic,
+            "xid_meaning": info.meaning,
+            "xid_category": info.category,
+        }
+        if x.ts_ms is None:
+            # Plain dmesg (seconds since boot) or no prefix at all: the receive time is
+            # the best we have; say so, so nobody reads it as the driver's own time.
+            attributes["time_source"] = "received"
+        if x.pid is not None:
+            attributes["pid"] = str(x.pid)
+        if x.process:
+            attributes["process"] = x.process
+        cols["ts"].append(x.ts_ms if x.ts_ms is not None else received_ms)
+        cols["cluster"].append(cluster)
+        cols["host"].append(x.host)
+        cols["component"].append(component)
+        cols["source"].append("kernel")
+        cols["kind"].append("xid")
+        cols["code"].append(x.xid)
+        cols["severity"].append(info.severity)
+        cols["message"].append(x.message)
+        cols["attributes"].append(list(attributes.items()))
+    if any(not (-(2**31) <= c < 2**31) for c in cols["code"]):
+        bad = next(x for x in parsed.xids if not (-(2**31) <= x.xid < 2**31))
+        raise IngestError(f"Xid code {bad.xid} out of range", line=bad.line, field="xid")
+    try:
+        table = pa.Table.from_pydict(cols, schema=schema.EVENTS)
+    except (pa.ArrowInvalid, OverflowError) as exc:
+        raise IngestError(f"cannot build events: {exc}") from None
+    return writer.conform("events", table), parsed, sorted(unmapped)
+
+
+def ingest_kernel_log(
+    text: str, cluster: str, host: str | None = None, year: int | None = None,
+    now_ts_ms: int | None = None, boot_ts_ms: int | None = None,
+) -> IngestReport:
+    """dmesg / journal / syslog text -> one ``events`` row (kind xid) per ``NVRM: Xid`` line.
+
+    Lines without a wall-clock time (plain ``dmesg``, bare lines) get ``boot_ts_ms`` +
+    uptime when the boot time is given, else the receive time, marked
+    ``attributes['time_source'] = 'received'``."""
+    table, parsed, unmapped = parse_kernel_log(text, cluster, host, year, now_ts_ms, boot_ts_ms)
+    written = writer.write("events", table, tag="ingest:kernel-log")
+    return IngestReport(format="kernel-log", cluster=cluster.strip(), rows={"events": written.rows},
+                        skipped_lines=parsed.skipped, unmapped_pci=unmapped, expired=_expired(table))
+
+
+# --- sacct -------------------------------------------------------------------------------
+
+
+def parse_sacct(text: str, cluster: str, observed_ts_ms: int | None = None) -> tuple[pa.Table, pa.Table]:
+    cluster = _check_cluster(cluster)
+    rows = sacct.parse_sacct(text)
+    jobs, job_hosts = sacct.to_tables(rows, cluster, observed_ts_ms if observed_ts_ms is not None else _now_ms())
+    return writer.conform("jobs", jobs), writer.conform("job_hosts", job_hosts)
+
+
+def ingest_sacct(text: str, cluster: str, observed_ts_ms: int | None = None) -> IngestReport:
+    """``sacct -P`` output (header first) -> jobs and job -> host allocations."""
+    jobs, job_hosts = parse_sacct(text, cluster, observed_ts_ms)
+    # The version column holds the observation time, so the content differs on a retry:
+    # the tokens come from the input instead, which makes a retry (even after only
+    # `jobs` landed) idempotent.
+    token = _batch_token("sacct", cluster.strip(), text)
+    written_jobs = writer.write("jobs", jobs, token=token, tag="ingest:sacct")
+    written_hosts = writer.write("job_hosts", job_hosts, token=token, tag="ingest:sacct")
+    return IngestReport(format="sacct", cluster=cluster.strip(),
+                        rows={"jobs": written_jobs.rows, "job_hosts": written_hosts.rows})
+
+
+# --- bulk --------------------------------------------------------------------------------
+
+
+def ingest_bulk(path_or_bytes: str | Path | bytes, fmt: str, table: str = "samples", *,
+                cluster: str) -> IngestReport:
+    """A CSV / JSON Lines / Parquet file in the documented schema (see ``telemetry.ingestion.bulk``);
+    ``cluster`` fills rows whose cluster column is absent or empty."""
+    cluster = _check_cluster(cluster)
+    data = path_or_bytes if isinstance(path_or_bytes, bytes) else Path(path_or_bytes).read_bytes()
+    result = bulk.read_bulk(data, fmt, table, cluster=cluster)
+    conformed = writer.conform(table, result.table)
+    written = writer.write(table, conformed, tag=f"ingest:{fmt}")
+    expired = _expired(conformed) if table in ("samples", "events") else 0
+    return IngestReport(format=fmt, cluster=cluster, rows={table: written.rows}, dropped_blank=result.dropped_blank,
+                        expired=expired)

@@ -1,0 +1,300 @@
+"""Ingestion service: every format parses the whole batch before writing, stores
+what it should, rejects bad batches whole, and a retried batch adds no rows."""
+from __future__ import annotations
+
+import io
+import json
+import struct
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from telemetry import catalog, store, writer, xid
+from telemetry.ingestion import service
+from telemetry.ingestion.errors import IngestError
+from telemetry.ingestion.remote_write import RWSeries, encode_write_request
+from tests.conftest import shared_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TS = 1_710_000_000_000
+STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+
+
+def count(table: str, where: str = "1", params: dict | None = None) -> int:
+    return store.query_rows(f"SELECT count() FROM {table} WHERE {where}", params or {}, tag="test")[0][0]
+
+
+def ms(*args) -> int:
+    return int(datetime(*args, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def canonical(name: str) -> str:
+    return catalog.resolve(name).name
+
+
+# --- prometheus text ---------------------------------------------------------------------
+
+
+def test_a_dcgm_scrape_lands_with_canonical_names_and_no_blank_sentinels(clean_store):
+    report = service.ingest_prometheus_text((FIXTURES / "dcgm_h100_scrape.txt").read_text(), "c1", default_ts_ms=TS)
+    assert report.rows["samples"] == count("samples") > 0
+    assert report.dropped_blank == 3
+    temp = store.query_rows(
+        "SELECT host, component, value FROM samples WHERE metric = {m:String} ORDER BY component",
+        {"m": canonical("DCGM_FI_DEV_GPU_TEMP")}, tag="test")
+    assert temp == [("gpu-a017", "gpu0", 41.0), ("gpu-a017", "gpu1", 43.0)]
+    # A DCGM blank value is "no data": never stored as a reading.
+    assert count("samples", "value >= 2147483632") == 0
+
+
+def test_metrics_outside_the_catalog_are_kept_under_their_own_name(clean_store):
+    text = 'my_site_fan_rpm{instance="gpu-a001:9100",fan="3"} 8100\nnode_load1{instance="gpu-a001:9100"} 2.5\n'
+    report = service.ingest_prometheus_text(text, "c1", default_ts_ms=TS)
+    assert report.unknown_metrics == ["my_site_fan_rpm"]
+    assert store.query_rows("SELECT host, value FROM samples WHERE metric = 'my_site_fan_rpm'", tag="test") == [
+        ("gpu-a001", 8100.0)]
+
+
+def test_a_bad_line_rejects_the_whole_scrape_and_names_the_line(clean_store):
+    text = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="h1"} 40\nDCGM_FI_DEV_GPU_TEMP{gpu="1",Hostname="h1"} forty\n'
+    with pytest.raises(IngestError) as err:
+        service.ingest_prometheus_text(text, "c1", default_ts_ms=TS)
+    assert err.value.line == 2
+    assert count("samples") == 0
+
+
+def test_a_series_without_a_host_is_rejected_unless_a_default_host_is_given(clean_store):
+    text = "node_load1 2.5\n"
+    with pytest.raises(IngestError) as err:
+        service.ingest_prometheus_text(text, "c1", default_ts_ms=TS)
+    assert err.value.field == "host"
+    assert count("samples") == 0
+    service.ingest_prometheus_text(text, "c1", default_host="gpu-z9", default_ts_ms=TS)
+    assert store.query_rows("SELECT host FROM samples", tag="test") == [("gpu-z9",)]
+
+
+def test_a_retried_scrape_with_the_same_time_adds_no_rows(clean_store):
+    text = (FIXTURES / "dcgm_h100_scrape.txt").read_text()
+    first = service.ingest_prometheus_text(text, "c1", default_ts_ms=TS)
+    service.ingest_prometheus_text(text, "c1", default_ts_ms=TS)
+    assert count("samples") == first.rows["samples"]
+    # The same bytes scraped a second later are new readings (an idle GPU repeats itself).
+    service.ingest_prometheus_text(text, "c1", default_ts_ms=TS + 1000)
+    assert count("samples") == 2 * first.rows["samples"]
+
+
+@pytest.mark.parametrize("name", ["dcgm-exporter-metrics-sample.txt", "dcgm-exporter-metrics-sample-t4.txt",
+                                  "node-exporter-sample.txt"])
+def test_every_real_scrape_sample_is_stored(clean_store, name):
+    text = shared_file(name).read_text()
+    report = service.ingest_prometheus_text(text, "real", default_host="sample-host", default_ts_ms=TS)
+    assert report.rows["samples"] > 10
+    assert count("samples", "cluster = 'real'") == report.rows["samples"]
+
+
+def test_the_real_dcgm_snippets_are_stored(clean_store):
+    text = shared_file("dcgm-exporter-metrics-snippets.txt").read_text()
+    scrape = "\n".join(l for l in text.splitlines() if l.startswith(("#", "DCGM_")) or not l.strip()) + "\n"
+    report = service.ingest_prometheus_text(scrape, "real", default_host="sample-host", default_ts_ms=TS)
+    assert report.rows["samples"] == count("samples") > 0
+
+
+# --- remote write ------------------------------------------------------------------------
+
+
+def rw_body(values=(1.0, 2.0), name="node_load1", instance="gpu-a001:9100", ts0=TS):
+    labels = {"__name__": name, "instance": instance, "job": "node"}
+    return encode_write_request([RWSeries(labels, [ts0 + i * 1000 for i in range(len(values))], list(values))])
+
+
+def test_remote_write_samples_land_and_stale_markers_are_not_stored(clean_store):
+    report = service.ingest_remote_write(rw_body((1.5, STALE, 2.5)), "c1")
+    assert report.rows["samples"] == 2 and report.dropped_blank == 1
+    assert store.query_rows("SELECT host, metric, value FROM samples ORDER BY ts", tag="test") == [
+        ("gpu-a001", canonical("node_load1"), 1.5), ("gpu-a001", canonical("node_load1"), 2.5)]
+
+
+def test_a_retried_remote_write_adds_no_rows(clean_store):
+    body = rw_body((1.0, 2.0, 3.0))
+    service.ingest_remote_write(body, "c1")
+    service.ingest_remote_write(body, "c1")
+    assert count("samples") == 3
+
+
+def test_a_corrupt_remote_write_body_is_rejected_and_nothing_stored(clean_store):
+    with pytest.raises(IngestError) as err:
+        service.ingest_remote_write(b"not snappy at all" * 3, "c1")
+    assert err.value.field == "body"
+    assert count("samples") == 0
+
+
+# --- kernel log --------------------------------------------------------------------------
+
+
+def put_gpu(cluster: str, host: str, component: str, pci: str) -> None:
+    table = pa.table({
+        "cluster": [cluster], "host": [host], "component": [component], "kind": ["gpu"], "model": ["H100"],
+        "serial": ["1"], "uuid": ["GPU-x"], "pci_bus_id": [pci], "firmware": [""], "peer": [""],
+        "updated": pa.array([TS], pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
+    })
+    writer.write("components", table)
+
+
+def test_xid_lines_become_events_mapped_to_gpus_through_the_inventory(clean_store):
+    put_gpu("c1", "gpu-b203", "gpu6", "00000000:9A:00.0")
+    report = service.ingest_kernel_log((FIXTURES / "kernel_mixed.log").read_text(), "c1", host="gpu-b203",
+                                       now_ts_ms=ms(2024, 6, 1))
+    assert report.rows["events"] == count("events") >= 4
+    assert report.skipped_lines >= 1
+    rows = store.query_rows(
+        "SELECT host, component, code, severity, attributes['pci_bus_id'], attributes['xid_meaning'], "
+        "attributes['pid'], attributes['process'] FROM events WHERE code = 94", tag="test")
+    info = xid.describe(94)
+    assert rows == [("gpu-b203", "gpu6", 94, info.severity, "0000:9a:00.0", info.meaning, "51100", "python3")]
+
+
+def test_an_xid_on_an_unknown_pci_id_keeps_the_id_and_an_empty_component(clean_store):
+    line = "2024-03-14T02:11:10.250000+00:00 gpu-q1 kernel: NVRM: Xid (PCI:0000:c1:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+    report = service.ingest_kernel_log(line, "c1")
+    assert report.unmapped_pci == ["gpu-q1 0000:c1:00.0"]
+    assert store.query_rows("SELECT host, component, attributes['pci_bus_id'], toUnixTimestamp64Milli(ts) FROM events", tag="test") == [
+        ("gpu-q1", "", "0000:c1:00.0", ms(2024, 3, 14, 2, 11, 10) + 250)]
+
+
+def test_a_kernel_log_without_any_host_is_rejected_naming_the_line(clean_store):
+    text = "hello\n[Thu Mar 14 02:11:11 2024] NVRM: Xid (PCI:0000:9a:00): 95, pid=1, name=p, Uncontained ECC error.\n"
+    with pytest.raises(IngestError) as err:
+        service.ingest_kernel_log(text, "c1")
+    assert (err.value.line, err.value.field) == (2, "host")
+    assert count("events") == 0
+
+
+def test_a_retried_kernel_log_adds_no_rows(clean_store):
+    text = (FIXTURES / "kernel_mixed.log").read_text()
+    first = service.ingest_kernel_log(text, "c1", host="gpu-b203", now_ts_ms=ms(2024, 6, 1))
+    service.ingest_kernel_log(text, "c1", host="gpu-b203", now_ts_ms=ms(2024, 6, 1))
+    assert count("events") == first.rows["events"]
+
+
+def test_every_real_xid_line_becomes_an_event(clean_store):
+    text = shared_file("kernel-xid-lines.txt").read_text()
+    expected = sum(1 for line in text.splitlines() if "NVRM: Xid" in line and not line.startswith("#"))
+    report = service.ingest_kernel_log(text, "real", host="sample-host", now_ts_ms=ms(2025, 6, 1))
+    assert report.rows["events"] == expected == count("events", "kind = 'xid'")
+    assert count("events", "code = 0") == 0
+
+
+# --- sacct -------------------------------------------------------------------------------
+
+
+def test_sacct_gives_jobs_and_host_allocations(clean_store):
+    report = service.ingest_sacct((FIXTURES / "sacct_gpu_jobs.txt").read_text(), "c1", observed_ts_ms=TS)
+    assert report.rows["jobs"] == count("jobs") >= 2
+    assert store.query_rows("SELECT state, n_gpus FROM jobs FINAL WHERE job_id = '88001'", tag="test") == [
+        ("NODE_FAIL", 16)]
+    assert store.query_rows("SELECT host FROM job_hosts FINAL WHERE job_id = '88001' ORDER BY host", tag="test") == [
+        ("gpu-b203",), ("gpu-b204",)]
+
+
+def test_a_retried_sacct_batch_adds_no_rows_even_observed_later(clean_store):
+    text = (FIXTURES / "sacct_gpu_jobs.txt").read_text()
+    first = service.ingest_sacct(text, "c1", observed_ts_ms=TS)
+    service.ingest_sacct(text, "c1", observed_ts_ms=TS + 60_000)
+    assert count("jobs") == first.rows["jobs"] and count("job_hosts") == first.rows["job_hosts"]
+
+
+def test_a_bad_sacct_row_rejects_the_batch(clean_store):
+    text = "JobID|State|NodeList\n1|COMPLETED|n1\n2|EXPLODED|n2\n"
+    with pytest.raises(IngestError) as err:
+        service.ingest_sacct(text, "c1")
+    assert (err.value.line, err.value.field) == (3, "State")
+    assert count("jobs") == count("job_hosts") == 0
+
+
+def test_every_real_sacct_capture_is_stored(clean_store):
+    blocks, cur = [], []
+    for line in shared_file("sacct-sample.txt").read_text().splitlines() + [""]:
+        if line.startswith("#") or not line.strip():
+            if cur:
+                blocks.append("\n".join(cur) + "\n")
+                cur = []
+        else:
+            cur.append(line)
+    total = 0
+    for block in blocks:
+        total += service.ingest_sacct(block, "real", observed_ts_ms=TS).rows["jobs"]
+    assert total > 0 and count("jobs", "cluster = 'real'") == total
+
+
+# --- bulk --------------------------------------------------------------------------------
+
+
+def test_bulk_csv_with_iso_and_epoch_times(clean_store):
+    data = (b"ts,host,component,metric,value\n"
+            b"2024-03-14T02:11:10Z,h1,gpu0,gpu.temperature,40\n"
+            b"1710382270,h1,gpu0,gpu.temperature,41\n"
+            b"1710382271000,h1,gpu0,gpu.temperature,\n"
+            b"2024-03-14 02:11:12.5,h1,,node_load1,2.5\n")
+    report = service.ingest_bulk(data, "csv", cluster="c1")
+    assert report.rows["samples"] == 3 and report.dropped_blank == 1
+    rows = store.query_rows("SELECT toUnixTimestamp64Milli(ts), cluster, component, value FROM samples ORDER BY ts",
+                            tag="test")
+    assert rows == [(1710382270000, "c1", "gpu0", 40.0), (1710382270000, "c1", "gpu0", 41.0),
+                    (1710382272500, "c1", "", 2.5)]
+
+
+@pytest.mark.parametrize("data, line, field", [
+    (b"ts,host,metric,value\n2024-03-14T02:11:10Z,h1,m,1\n2024-03-14T02:11:10Z,h1,m,x\n", 3, "value"),
+    (b"ts,host,metric,value\nyesterday,h1,m,1\n", 2, "ts"),
+    (b"ts,host,metric,value\n2024-03-14T02:11:10Z,,m,1\n", 2, "host"),
+    (b"ts,host,metric,value,colour\n2024-03-14T02:11:10Z,h,m,1,red\n", 1, "colour"),
+    (b"ts,host,value\n2024-03-14T02:11:10Z,h,1\n", 1, "metric"),
+    (b"ts,host,metric,value\n2024-03-14T02:11:10Z,h,m,1\n2024-03-14T02:11:10Z,h,m\n", 3, None),
+])
+def test_bad_bulk_csv_names_line_and_field_and_stores_nothing(clean_store, data, line, field):
+    with pytest.raises(IngestError) as err:
+        service.ingest_bulk(data, "csv", cluster="c1")
+    assert (err.value.line, err.value.field) == (line, field)
+    assert count("samples") == 0
+
+
+def test_bulk_jsonl_events_with_attributes(clean_store):
+    lines = [
+        {"ts": "2024-03-14T02:11:10Z", "host": "h1", "component": "gpu2", "source": "dcgm", "kind": "xid",
+         "code": 79, "severity": "critical", "message": "fallen off the bus", "attributes": {"pci_bus_id": "0000:9a:00.0"}},
+        {"ts": 1710382271000, "host": "h1", "source": "network", "kind": "link_down", "message": "mlx5_0 down"},
+    ]
+    data = ("\n".join(json.dumps(x) for x in lines) + "\n").encode()
+    report = service.ingest_bulk(data, "jsonl", "events", cluster="c1")
+    assert report.rows["events"] == 2
+    assert store.query_rows("SELECT kind, code, component, attributes['pci_bus_id'] FROM events ORDER BY ts",
+                            tag="test") == [("xid", 79, "gpu2", "0000:9a:00.0"), ("link_down", 0, "", "")]
+
+
+def test_bad_bulk_jsonl_names_the_line(clean_store):
+    data = b'{"ts": "2024-03-14T02:11:10Z", "host": "h", "metric": "m", "value": 1}\n\n{"ts": "2024-03-14T02:11:10Z", "host": "h", "metric": "m", "value": "hot"}\n'
+    with pytest.raises(IngestError) as err:
+        service.ingest_bulk(data, "jsonl", cluster="c1")
+    assert (err.value.line, err.value.field) == (3, "value")
+    assert count("samples") == 0
+
+
+def test_bulk_parquet_round_trip_and_retry(clean_store):
+    table = pa.table({
+        "ts": pa.array([TS, TS + 1000], pa.timestamp("ms")),
+        "host": ["h1", "h2"], "metric": ["gpu.temperature", "gpu.temperature"], "value": [40.0, 41.0],
+    })
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    service.ingest_bulk(buf.getvalue(), "parquet", cluster="c1")
+    service.ingest_bulk(buf.getvalue(), "parquet", cluster="c1")
+    assert store.query_rows("SELECT host, value FROM samples ORDER BY host", tag="test") == [("h1", 40.0), ("h2", 41.0)]
+
+
+def test_a_file_that_is_not_parquet_is_rejected(clean_store):
+    with pytest.raises(IngestError):
+        service.ingest_bulk(b"PAR1 nope", "parquet", cluster="c1")
+    assert count("samples") == 0
