@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
 
 from django.conf import settings
 from django.core.management import call_command
@@ -23,6 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true", help="do not start embedded worker threads")
 
     def handle(self, *args, **opts):
+        from waitress import wasyncore
         from waitress.server import create_server
 
         from investigations.services.jobs import recover_jobs
@@ -58,25 +58,22 @@ class Command(BaseCommand):
             )
         except OSError as exc:
             raise CommandError(f"cannot listen on {opts['host']}:{opts['port']}: {exc.strerror}") from None
-        stopping = threading.Event()
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
 
-        def stop(signum, frame):
-            if stopping.is_set():
-                return
-            stopping.set()
-            self.stdout.write("stopping…")
-            server.close()
-
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGTERM, interrupt)
         self.stdout.write(f"Precursor is running at http://{opts['host']}:{opts['port']}/  (Ctrl-C to stop)")
         sys.stdout.flush()
         try:
-            server.run()
-        except (OSError, ValueError):
-            if not stopping.is_set():
-                raise
+            # waitress's own run() closes its wake-up pipe before in-flight requests
+            # finish; drive the loop ourselves so they drain first.
+            wasyncore.loop(timeout=server.adj.asyncore_loop_timeout, map=server._map, use_poll=server.adj.asyncore_use_poll)
+        except KeyboardInterrupt:
+            self.stdout.write("stopping…")
         finally:
+            server.accepting = False
+            server.task_dispatcher.shutdown(timeout=15)
+            server.close()
             if embedded is not None:
                 embedded.stop()
                 worker.set_current(None)
