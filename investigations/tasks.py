@@ -21,3 +21,15 @@ def run_job(self, job_id: int) -> str:
         return jobs.run(job_id)
     finally:
         close_old_connections()
+
+
+@shared_task(name="precursor.recover_stale_jobs", acks_late=True, ignore_result=True, soft_time_limit=60, time_limit=90)
+def recover_stale_jobs() -> int:
+    """Production safety net (celery beat): re-enqueue jobs whose worker died mid-run.
+
+    In the embedded mode ``serve`` does this at start-up; with separate worker
+    processes a job whose heartbeat went silent is re-enqueued here, and the
+    conditional claim makes sure only one worker picks it up."""
+    from investigations.services import jobs
+
+    return len(jobs.requeue_stale())

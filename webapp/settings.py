@@ -66,6 +66,9 @@ CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 WORKER_THREADS = envint("PRECURSOR_WORKER_THREADS", 2, minimum=1, maximum=64)
 # "serve" runs worker threads in-process unless told the workers run elsewhere (production).
 EMBEDDED_WORKERS = envbool("PRECURSOR_EMBEDDED_WORKERS", not REDIS_URL)
+CELERY_BEAT_SCHEDULE = {
+    "recover-stale-jobs": {"task": "precursor.recover_stale_jobs", "schedule": 300.0, "options": {"expires": 280, "queue": "interactive"}},
+}
 JOB_SOFT_TIME_LIMIT_S = envint("PRECURSOR_JOB_SOFT_TIME_LIMIT_S", 3600, minimum=1)
 JOB_TIME_LIMIT_S = envint("PRECURSOR_JOB_TIME_LIMIT_S", 3900, minimum=1)
 

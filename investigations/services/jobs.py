@@ -166,3 +166,12 @@ def recover_jobs() -> list[int]:
     for job_id in ids:
         enqueue(job_id)
     return ids
+
+
+def requeue_stale() -> list[int]:
+    """Enqueue again the running jobs whose heartbeat is older than STALE_AFTER."""
+    stale = timezone.now() - STALE_AFTER
+    ids = list(BackgroundJob.objects.filter(state=State.RUNNING, heartbeat_at__lt=stale).values_list("pk", flat=True))
+    for job_id in ids:
+        enqueue(job_id)
+    return ids
