@@ -8,3 +8,6 @@ api = NinjaAPI(title="Precursor API", version="1", auth=django_auth, urls_namesp
 from investigations.api import router as investigations_router  # noqa: E402
 
 api.add_router("/", investigations_router)
+from investigations.ingest_api import router as ingest_router  # noqa: E402
+
+api.add_router("/ingest", ingest_router)

@@ -93,7 +93,8 @@ def _expired(table: pa.Table, column: str = "ts") -> int:
     return pc.sum(pc.less(table.column(column), cutoff)).as_py() or 0
 
 
-def _write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag: str) -> IngestReport:
+def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag: str) -> IngestReport:
+    """Write a parsed and normalised batch (the second half of ``ingest_prometheus_text``/``ingest_remote_write``)."""
     table = writer.conform("samples", result.table)  # validate before anything is sent
     written = writer.write("samples", table, tag=tag)
     return IngestReport(
@@ -115,7 +116,7 @@ def ingest_prometheus_text(
 ) -> IngestReport:
     """One text-exposition scrape (dcgm-exporter, node_exporter) -> samples."""
     result = parse_prometheus_text(text, cluster, default_host, default_ts_ms)
-    return _write_samples(result, "prometheus", cluster.strip(), "ingest:prometheus")
+    return write_samples(result, "prometheus", cluster.strip(), "ingest:prometheus")
 
 
 def parse_remote_write(body: bytes, cluster: str) -> normalize.NormalizeResult:
@@ -126,7 +127,7 @@ def parse_remote_write(body: bytes, cluster: str) -> normalize.NormalizeResult:
 def ingest_remote_write(body: bytes, cluster: str) -> IngestReport:
     """One Prometheus remote-write 1.0 request body (snappy + protobuf) -> samples."""
     result = parse_remote_write(body, cluster)
-    return _write_samples(result, "remote-write", cluster.strip(), "ingest:remote-write")
+    return write_samples(result, "remote-write", cluster.strip(), "ingest:remote-write")
 
 
 # --- kernel log --------------------------------------------------------------------------
@@ -213,7 +214,11 @@ def ingest_kernel_log(
     Lines without a wall-clock time (plain ``dmesg``, bare lines) get ``boot_ts_ms`` +
     uptime when the boot time is given, else the receive time, marked
     ``attributes['time_source'] = 'received'``."""
-    table, parsed, unmapped = parse_kernel_log(text, cluster, host, year, now_ts_ms, boot_ts_ms)
+    return write_kernel_events(*parse_kernel_log(text, cluster, host, year, now_ts_ms, boot_ts_ms), cluster=cluster)
+
+
+def write_kernel_events(table: pa.Table, parsed: kernel_log.KernelLogResult, unmapped: list[str], *,
+                        cluster: str) -> IngestReport:
     written = writer.write("events", table, tag="ingest:kernel-log")
     return IngestReport(format="kernel-log", cluster=cluster.strip(), rows={"events": written.rows},
                         skipped_lines=parsed.skipped, unmapped_pci=unmapped, expired=_expired(table))
@@ -232,6 +237,10 @@ def parse_sacct(text: str, cluster: str, observed_ts_ms: int | None = None) -> t
 def ingest_sacct(text: str, cluster: str, observed_ts_ms: int | None = None) -> IngestReport:
     """``sacct -P`` output (header first) -> jobs and job -> host allocations."""
     jobs, job_hosts = parse_sacct(text, cluster, observed_ts_ms)
+    return write_sacct(text, cluster, jobs, job_hosts)
+
+
+def write_sacct(text: str, cluster: str, jobs: pa.Table, job_hosts: pa.Table) -> IngestReport:
     # The version column holds the observation time, so the content differs on a retry:
     # the tokens come from the input instead, which makes a retry (even after only
     # `jobs` landed) idempotent.

@@ -1,0 +1,307 @@
+"""/api/ingest/*: token auth, status codes, size and rate limits, whole-batch
+rejection, idempotent retries, and property tests (arbitrary bodies never give a
+5xx and never a partial write)."""
+from __future__ import annotations
+
+import base64
+import gzip
+import struct
+import time
+
+import cramjam
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from investigations.ingest_api import rate_limiter
+from investigations.tokens import ApiToken, create_token
+from telemetry import catalog, store
+from telemetry.ingestion.remote_write import RWSeries, encode_write_request
+
+NOW = (int(time.time()) // 3600 - 24) * 3_600_000  # recent enough for any TTL, fixed within the run
+STALE = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+DCGM = (
+    '# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n'
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-1",Hostname="gpu-a001"} 41\n'
+    'DCGM_FI_DEV_GPU_TEMP{gpu="1",UUID="GPU-2",Hostname="gpu-a001"} 43\n'
+    'DCGM_FI_DEV_MEMORY_TEMP{gpu="1",UUID="GPU-2",Hostname="gpu-a001"} 9223372036854775794\n'
+)
+XID = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(NOW / 1000))}+00:00 gpu-a001 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=7, name=python3, GPU has fallen off the bus.\n"
+
+
+def samples_count(where: str = "1") -> int:
+    return store.query_rows(f"SELECT count() FROM samples WHERE {where}", tag="test")[0][0]
+
+
+def total_rows() -> int:
+    return sum(store.query_rows(f"SELECT count() FROM {t}", tag="test")[0][0]
+               for t in ("samples", "events", "jobs", "job_hosts"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_window():
+    rate_limiter.reset()
+    yield
+    rate_limiter.reset()
+
+
+@pytest.fixture
+def token(db, investigator):
+    return create_token("prometheus-test", investigator)[1]
+
+
+def post(client, path, body, token, content_type="text/plain", **meta):
+    meta.setdefault("HTTP_AUTHORIZATION", f"Bearer {token}")
+    return client.post(f"/api/ingest/{path}", data=body, content_type=content_type, **meta)
+
+
+def rw(values=(1.0, 2.0), name="node_load1", instance="gpu-a001:9100"):
+    labels = {"__name__": name, "instance": instance, "job": "node"}
+    return encode_write_request([RWSeries(labels, [NOW + i * 1000 for i in range(len(values))], list(values))])
+
+
+
+
+# --- tokens ------------------------------------------------------------------------------
+
+
+def test_tokens_are_stored_hashed(db, investigator):
+    tok, plaintext = create_token("relay", investigator)
+    stored = ApiToken.objects.get(pk=tok.pk)
+    assert plaintext not in (stored.token_hash, stored.prefix, stored.name)
+    assert len(stored.token_hash) == 64 and stored.prefix in plaintext
+
+
+def test_it_returns_401_without_a_token(client, clean_store, db):
+    assert client.post("/api/ingest/prometheus", data=DCGM, content_type="text/plain").status_code == 401
+    assert post(client, "prometheus", DCGM, "prc_nope_wrong").status_code == 401
+    assert samples_count() == 0
+
+
+def test_it_returns_401_for_a_revoked_token(client, clean_store, token):
+    ApiToken.objects.update(revoked=True)
+    assert post(client, "prometheus", DCGM, token).status_code == 401
+
+
+def test_a_logged_in_session_is_not_enough(alice_client, clean_store):
+    response = alice_client.post("/api/ingest/prometheus", data=DCGM, content_type="text/plain")
+    assert response.status_code == 401
+
+
+def test_basic_auth_with_the_token_as_password_works(client, clean_store, token):
+    basic = base64.b64encode(f"prometheus:{token}".encode()).decode()
+    response = post(client, "prometheus", DCGM, token, HTTP_AUTHORIZATION=f"Basic {basic}")
+    assert response.status_code == 200, response.content
+
+
+# --- prometheus text ---------------------------------------------------------------------
+
+
+def test_a_dcgm_scrape_lands_and_the_report_says_what_was_dropped(client, clean_store, token):
+    response = post(client, "prometheus", DCGM, token)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["rows"] == {"samples": 2} and body["dropped_blank"] == 1
+    assert samples_count(f"metric = '{catalog.resolve('DCGM_FI_DEV_GPU_TEMP').name}' AND host = 'gpu-a001'") == 2
+
+
+def test_query_parameters_set_cluster_host_and_scrape_time(client, clean_store, token):
+    response = client.post(f"/api/ingest/prometheus?cluster=east&host=gpu-z1&ts={NOW}", data="node_load1 3\n",
+                           content_type="text/plain", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 200, response.content
+    assert store.query_rows("SELECT cluster, host, toUnixTimestamp64Milli(ts) FROM samples", tag="test") == [
+        ("east", "gpu-z1", NOW)]
+
+
+def test_gzip_bodies_are_accepted(client, clean_store, token):
+    response = post(client, "prometheus", gzip.compress(DCGM.encode()), token, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 200, response.content
+    assert samples_count() == 2
+
+
+def test_a_bad_line_gives_400_naming_line_field_reason_and_stores_nothing(client, clean_store, token):
+    bad = DCGM + 'DCGM_FI_DEV_GPU_TEMP{gpu="2",Hostname="gpu-a001"} hot\n'
+    response = post(client, "prometheus", bad, token)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["line"] == 5 and body["reason"] and "nothing stored" in body["error"]
+    assert samples_count() == 0
+
+
+def test_a_retried_scrape_with_its_time_adds_no_rows(client, clean_store, token):
+    for _ in range(2):
+        response = client.post(f"/api/ingest/prometheus?ts={NOW}", data=DCGM, content_type="text/plain",
+                               headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 200
+    assert samples_count() == 2
+
+
+# --- size and rate limits ----------------------------------------------------------------
+
+
+def test_a_body_over_the_limit_gets_413_before_parsing(client, clean_store, token, settings):
+    settings.INGEST_MAX_BODY_BYTES = 2048
+    body = "node_load1{instance=\"h:1\"} 1\n" * 200
+    response = post(client, "prometheus", body, token)
+    assert response.status_code == 413
+    assert response.json()["field"] == "body"
+    assert samples_count() == 0
+
+
+def test_a_gzip_bomb_gets_413(client, clean_store, token, settings):
+    settings.INGEST_MAX_BODY_BYTES = 4096
+    bomb = gzip.compress(b"#" * 1_000_000)
+    assert len(bomb) < 4096
+    response = post(client, "prometheus", bomb, token, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 413
+
+
+def test_the_rate_limit_is_per_token_and_says_when_to_retry(client, clean_store, token, investigator, settings):
+    settings.INGEST_RATE_PER_MINUTE = 3
+    other = create_token("other", investigator)[1]
+    codes = [post(client, "prometheus", "", token).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    limited = post(client, "prometheus", "", token)
+    assert limited.status_code == 429 and 1 <= int(limited["Retry-After"]) <= 60
+    assert post(client, "prometheus", "", other).status_code == 200
+
+
+# --- remote write ------------------------------------------------------------------------
+
+
+def test_remote_write_answers_204_and_stores_samples_but_not_stale_markers(client, clean_store, token):
+    response = post(client, "remote-write", rw((1.0, STALE, 3.0)), token, "application/x-protobuf",
+                    HTTP_CONTENT_ENCODING="snappy")
+    assert response.status_code == 204, response.content
+    assert response.content == b""
+    assert store.query_rows("SELECT host, value FROM samples ORDER BY ts", tag="test") == [
+        ("gpu-a001", 1.0), ("gpu-a001", 3.0)]
+
+
+def test_a_retried_remote_write_adds_no_rows(client, clean_store, token):
+    body = rw((1.0, 2.0, 3.0))
+    for _ in range(2):
+        assert post(client, "remote-write", body, token, "application/x-protobuf",
+                    HTTP_CONTENT_ENCODING="snappy").status_code == 204
+    assert samples_count() == 3
+
+
+def test_remote_write_rejects_bad_data_with_400_so_it_is_not_retried(client, clean_store, token):
+    response = post(client, "remote-write", bytes(cramjam.snappy.compress_raw(b"\xff\xff\xff")), token,
+                    "application/x-protobuf", HTTP_CONTENT_ENCODING="snappy")
+    assert response.status_code == 400
+    assert response.json()["field"] == "body"
+
+
+@pytest.mark.parametrize("content_type, encoding", [
+    ("application/x-protobuf", ""),
+    ("application/x-protobuf", "gzip"),
+    ("application/json", "snappy"),
+    ("application/x-protobuf;proto=io.prometheus.write.v2.Request", "snappy"),
+])
+def test_remote_write_answers_415_to_other_encodings_and_versions(client, clean_store, token, content_type, encoding):
+    headers = {"HTTP_CONTENT_ENCODING": encoding} if encoding else {}
+    response = post(client, "remote-write", rw(), token, content_type, **headers)
+    assert response.status_code == 415
+    assert samples_count() == 0
+
+
+def test_remote_write_1_0_with_the_explicit_proto_parameter_is_accepted(client, clean_store, token):
+    response = post(client, "remote-write", rw(), token, "application/x-protobuf;proto=prometheus.WriteRequest",
+                    HTTP_CONTENT_ENCODING="snappy")
+    assert response.status_code == 204
+
+
+def test_a_store_failure_gives_503_so_senders_retry(client, clean_store, token, monkeypatch):
+    from telemetry import writer
+
+    def down(*args, **kwargs):
+        raise store.StoreUnavailable("cannot reach the ClickHouse server")
+
+    monkeypatch.setattr(writer, "write", down)  # the real store cannot be made to fail on cue here
+    response = post(client, "remote-write", rw(), token, "application/x-protobuf", HTTP_CONTENT_ENCODING="snappy")
+    assert response.status_code == 503 and response["Retry-After"]
+
+
+# --- kernel log and sacct ----------------------------------------------------------------
+
+
+def test_kernel_log_xids_become_events(client, clean_store, token):
+    body = "some other kernel line\n" + XID
+    response = post(client, "kernel-log", body, token)
+    assert response.status_code == 200, response.content
+    assert response.json()["rows"] == {"events": 1} and response.json()["skipped_lines"] == 1
+    assert store.query_rows("SELECT host, code, attributes['pci_bus_id'] FROM events", tag="test") == [
+        ("gpu-a001", 79, "0000:18:00.0")]
+
+
+def test_a_malformed_xid_line_gives_400_naming_the_line(client, clean_store, token):
+    response = post(client, "kernel-log", XID + "NVRM: Xid (PCI:zz): what\n", token)
+    assert response.status_code == 400 and response.json()["line"] == 2
+    assert total_rows() == 0
+
+
+def test_sacct_gives_jobs_and_allocations(client, clean_store, token):
+    body = "JobID|State|NodeList|Start|End\n900|NODE_FAIL|gpu-a[001-002]|2026-01-01T00:00:00|2026-01-01T01:00:00\n"
+    response = post(client, "sacct", body, token)
+    assert response.status_code == 200, response.content
+    assert response.json()["rows"] == {"jobs": 1, "job_hosts": 2}
+    assert post(client, "sacct", body, token).status_code == 200
+    assert store.query_rows("SELECT count() FROM job_hosts", tag="test") == [(2,)]
+
+
+def test_stats_show_what_landed(client, clean_store, token):
+    post(client, "prometheus", DCGM, token)
+    response = client.get("/api/ingest/stats", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 200
+    temp = catalog.resolve("DCGM_FI_DEV_GPU_TEMP").name
+    assert response.json()["samples"][temp]["rows"] == 2
+
+
+# --- property tests ----------------------------------------------------------------------
+
+_PROPS = hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_text_bodies = st.one_of(
+    st.text(max_size=400),
+    st.lists(st.sampled_from([
+        DCGM, XID, "JobID|State\n", "1|COMPLETED\n", 'x{a="1"} 1\n', "# TYPE x gauge\n", "node_load1 NaN\n",
+        "NVRM: Xid (PCI:0000:01:00): 1\n", "|||\n", "\n", '{"ts": 1}\n', "\x00", "2|BOGUS\n", "x 1 99999999999999999999\n",
+    ]), max_size=8).map("".join),
+)
+
+
+@pytest.mark.parametrize("path", ["prometheus", "kernel-log", "sacct"])
+def test_arbitrary_text_bodies_never_give_5xx_or_a_partial_write(client, clean_store, token, path):
+    @_PROPS
+    @given(body=_text_bodies)
+    def check(body):
+        rate_limiter.reset()
+        before = total_rows()
+        response = post(client, path, body.encode("utf-8", "surrogatepass"), token)
+        assert response.status_code < 500, response.content
+        if response.status_code != 200:
+            assert total_rows() == before
+            assert response.json()["reason"]
+
+    check()
+
+
+def test_arbitrary_remote_write_bodies_never_give_5xx_or_a_partial_write(client, clean_store, token):
+    @_PROPS
+    @given(raw=st.binary(max_size=300), compress=st.booleans(), bad_series=st.booleans())
+    def check(raw, compress, bad_series):
+        rate_limiter.reset()
+        body = bytes(cramjam.snappy.compress_raw(raw)) if compress else raw
+        if bad_series:
+            # a valid series followed by one without a host: the valid one must not land either
+            body = encode_write_request([
+                RWSeries({"__name__": "node_load1", "instance": "h:1"}, [NOW], [1.0]),
+                RWSeries({"__name__": "node_load1"}, [NOW], [2.0]),
+            ])
+        before = total_rows()
+        response = post(client, "remote-write", body, token, "application/x-protobuf",
+                        HTTP_CONTENT_ENCODING="snappy")
+        assert response.status_code in (204, 400), response.content
+        if response.status_code == 400:
+            assert total_rows() == before
+
+    check()
