@@ -1,0 +1,188 @@
+"""Ingestion throughput: remote-write and text exposition against raw insert_arrow, same rows, same run.
+
+Prints ``raw_insert_rows_per_s`` (the normalised rows sent with the bare
+clickhouse-connect ``insert_arrow``, no validation, no token), 
+``remote_write_rows_per_s`` (snappy+protobuf decode, normalise, validate,
+write with its de-duplication token: ``service.ingest_remote_write``),
+``prometheus_text_rows_per_s`` (parse, normalise, validate, write:
+``service.ingest_prometheus_text``) and each one's ratio to raw. Targets on
+the reference machine, embedded store: remote-write >= 50 % of raw, text >=
+200,000 samples/s.
+
+Data: dcgm-exporter-like series, ``--hosts`` x 8 GPUs x 20 DCGM fields with
+dcgm-exporter's labels (gpu, UUID, pci_bus_id, device, modelName, Hostname,
+driver version, container/namespace/pod), ``--rounds`` scrape rounds 10 s apart
+(default 64 x 8 x 20 x 100 = 1,024,000 rows per path). Each round is one batch
+for every path: one remote-write request holding that round's 10,240 series
+(a sender's batch; Prometheus' default is smaller, vmagent's larger), one text
+body holding the round's 64 host scrapes back to back (what a scrape relay or
+``/federate`` forwards), and one raw insert of the same 10,240 rows. Bodies
+are rendered before the clock starts; senders produce them, not Precursor.
+
+Rows go to dedicated clusters (``bench-ingest-raw``/``-rw``/``-text``), with
+timestamps from the run's start so no earlier run's de-duplication memory
+applies, and are deleted afterwards (``ALTER TABLE ... DELETE``, mutations_sync).
+"""
+from __future__ import annotations
+
+import random
+import time
+
+import pyarrow as pa
+
+from telemetry import store
+from telemetry.ingestion import normalize, remote_write, service
+from telemetry.ingestion.prometheus_text import parse_exposition
+from telemetry.ingestion.remote_write import RWSeries
+
+CLUSTER_PREFIX = "bench-ingest"
+PATHS = ("raw", "rw", "text")
+GPUS = 8
+STEP_MS = 10_000
+# (DCGM field, typical value, is integer-valued): 20 fields a dcgm-exporter default set carries.
+FIELDS = (
+    ("DCGM_FI_DEV_GPU_TEMP", 55, True), ("DCGM_FI_DEV_MEMORY_TEMP", 63, True),
+    ("DCGM_FI_DEV_POWER_USAGE", 612.5, False), ("DCGM_FI_DEV_GPU_UTIL", 97, True),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", 41, True), ("DCGM_FI_DEV_SM_CLOCK", 1980, True),
+    ("DCGM_FI_DEV_MEM_CLOCK", 2619, True), ("DCGM_FI_DEV_FB_USED", 71234, True),
+    ("DCGM_FI_DEV_FB_FREE", 9800, True), ("DCGM_FI_DEV_XID_ERRORS", 0, True),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", 3, True), ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", 12, True),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 0, True), ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 183_000_000, True),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 91_234_567_890, True), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.93, False),
+    ("DCGM_FI_PROF_SM_ACTIVE", 0.88, False), ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.61, False),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", 0.47, False), ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 0, True),
+)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--hosts", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=100, help="scrape rounds (each one batch per path)")
+    parser.add_argument("--seed", type=int, default=7)
+
+
+def _labels(host: int, gpu: int) -> dict[str, str]:
+    return {
+        "gpu": str(gpu),
+        "UUID": f"GPU-{host:04x}{gpu:04x}-5f2c-4b1e-9a3d-0c7e6b5a{host:02x}{gpu:02x}",
+        "pci_bus_id": f"00000000:{(0x18 + gpu * 0x11) & 0xff:02X}:00.0",
+        "device": f"nvidia{gpu}",
+        "modelName": "NVIDIA H100 80GB HBM3",
+        "Hostname": f"gpu-{host:04d}",
+        "DCGM_FI_DRIVER_VERSION": "550.54.15",
+        "container": "", "namespace": "", "pod": "",
+    }
+
+
+def _value(rng: random.Random, base, integer: bool, counter_step: int):
+    if integer:
+        return int(base) + rng.randrange(0, 3) + counter_step
+    return round(base * (0.95 + rng.random() * 0.1), 3)
+
+
+def _generate(hosts: int, rounds: int, t0: int, seed: int):
+    """Per round: (rw series, text body, ts) with identical samples."""
+    rng = random.Random(seed)
+    label_sets = [[_labels(h, g) for g in range(GPUS)] for h in range(hosts)]
+    heads = {}
+    for h in range(hosts):
+        for g in range(GPUS):
+            lab = label_sets[h][g]
+            body = ",".join(f'{k}="{v}"' for k, v in lab.items())
+            for name, _, _ in FIELDS:
+                heads[(h, g, name)] = f"{name}{{{body}}}"
+    out = []
+    for r in range(rounds):
+        ts = t0 + r * STEP_MS
+        series: list[RWSeries] = []
+        lines: list[str] = []
+        for h in range(hosts):
+            for name, base, integer in FIELDS:
+                lines.append(f"# HELP {name} {name}.\n# TYPE {name} gauge")
+                for g in range(GPUS):
+                    v = _value(rng, base, integer, r if "TOTAL" in name or "COUNTER" in name else 0)
+                    lines.append(f"{heads[(h, g, name)]} {v}")
+                    series.append(RWSeries({"__name__": name, **label_sets[h][g]}, [ts], [float(v)]))
+        out.append((series, "\n".join(lines) + "\n", ts))
+    return out
+
+
+def _cleanup(clusters: list[str]) -> None:
+    for c in clusters:
+        for table in ("samples", "samples_1m"):
+            store.command(f"ALTER TABLE {table} DELETE WHERE cluster = {{c:String}} SETTINGS mutations_sync = 1",
+                          {"c": c}, tag="bench:ingest:cleanup")
+
+
+def run(options: dict, progress) -> dict:
+    hosts, rounds = options["hosts"], options["rounds"]
+    clusters = {p: f"{CLUSTER_PREFIX}-{p}" for p in PATHS}
+    t0 = (int(time.time() * 1000) // 1000) * 1000 - rounds * STEP_MS
+    progress(f"generating {hosts} hosts x {GPUS} GPUs x {len(FIELDS)} fields x {rounds} rounds …")
+    rounds_data = _generate(hosts, rounds, t0, options["seed"])
+    bodies = [remote_write.encode_write_request(series) for series, _, _ in rounds_data]
+    # The raw path inserts exactly the rows the other paths produce (normalised, same order).
+    raw_tables: list[pa.Table] = []
+    for series, _, _ in rounds_data:
+        table = normalize.rw_series_to_table(series, cluster=clusters["raw"]).table
+        raw_tables.append(table)
+    rows_per_round = raw_tables[0].num_rows
+    total_rows = sum(t.num_rows for t in raw_tables)
+    texts = [text for _, text, _ in rounds_data]
+    stamps = [ts for _, _, ts in rounds_data]
+    del rounds_data
+    text_bytes = sum(len(t) for t in texts)
+    rw_bytes = sum(len(b) for b in bodies)
+    _cleanup(list(clusters.values()))
+    client = store.get_client()
+    try:
+        # Interleave the three paths round by round so each sees the same store state.
+        spent = {p: 0.0 for p in PATHS}
+        written = {p: 0 for p in PATHS}
+        for i in range(rounds):
+            start = time.perf_counter()
+            client.insert_arrow("samples", raw_tables[i])
+            spent["raw"] += time.perf_counter() - start
+            written["raw"] += raw_tables[i].num_rows
+
+            start = time.perf_counter()
+            report = service.ingest_remote_write(bodies[i], clusters["rw"])
+            spent["rw"] += time.perf_counter() - start
+            written["rw"] += report.rows["samples"]
+
+            start = time.perf_counter()
+            report = service.ingest_prometheus_text(texts[i], clusters["text"], default_ts_ms=stamps[i])
+            spent["text"] += time.perf_counter() - start
+            written["text"] += report.rows["samples"]
+            if (i + 1) % 10 == 0:
+                progress(f"round {i + 1}/{rounds}")
+        stored = {
+            p: store.query_rows("SELECT count() FROM samples WHERE cluster = {c:String}", {"c": clusters[p]},
+                                tag="bench:ingest:count")[0][0]
+            for p in PATHS
+        }
+        # Parse-only figures (no store): where the time of the text path goes.
+        start = time.perf_counter()
+        parsed = 0
+        for i in range(min(rounds, 20)):
+            parsed += len(parse_exposition(texts[i], default_ts_ms=stamps[i]))
+        parse_only = parsed / (time.perf_counter() - start)
+    finally:
+        _cleanup(list(clusters.values()))
+    raw_rate = written["raw"] / spent["raw"]
+    rw_rate = written["rw"] / spent["rw"]
+    text_rate = written["text"] / spent["text"]
+    return {
+        "rows_per_path": total_rows,
+        "rows_per_batch": rows_per_round,
+        "batches": rounds,
+        "stored_rows": stored,
+        "remote_write_body_bytes": rw_bytes,
+        "prometheus_text_body_bytes": text_bytes,
+        "raw_insert_rows_per_s": round(raw_rate),
+        "remote_write_rows_per_s": round(rw_rate),
+        "prometheus_text_rows_per_s": round(text_rate),
+        "remote_write_ratio_to_raw": round(rw_rate / raw_rate, 3),
+        "prometheus_text_ratio_to_raw": round(text_rate / raw_rate, 3),
+        "prometheus_text_parse_only_rows_per_s": round(parse_only),
+        "targets": {"remote_write_ratio_to_raw": ">= 0.5", "prometheus_text_rows_per_s": ">= 200000"},
+    }
