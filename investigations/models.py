@@ -49,4 +49,199 @@ class BackgroundJob(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE
+
+
+# --- Investigation workspace: cases, hypotheses, verdicts, comments, audit ----------------------
+# State changes go through investigations/services/*; each verb writes an AuditEvent.
+
+COMPONENT_SCOPES = ("gpu", "nvswitch", "nic", "host", "psu", "fan", "disk", "job")
+CONDITIONS = ("threshold", "rate", "trend")
+OPERATORS = (">", "<")
+
+
+class Case(models.Model):
+    """One investigation around one interrupted job (cluster, job_id)."""
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CLOSED = "closed"
+
+    cluster = models.CharField(max_length=200)
+    job_id = models.CharField(max_length=200)
+    job_name = models.CharField(max_length=500, blank=True, default="")
+    state = models.CharField(max_length=32)  # Slurm final state at t0
+    t0 = models.DateTimeField(db_index=True)
+    n_hosts = models.PositiveIntegerField(default=0)
+    hosts = models.JSONField(default=list)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True)
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="assigned_cases")
+    opened_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                  related_name="opened_cases")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-t0", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="case_unique_job")]
+
+    def __str__(self):
+        return f"Case #{self.pk} {self.cluster}/{self.job_id}"
+
+    def get_absolute_url(self) -> str:
+        return f"/cases/{self.pk}/"
+
+    @property
+    def current_verdict(self):
+        """Newest verdict row, or None: history is every row, nothing is overwritten."""
+        return self.verdicts.order_by("-created_at", "-pk").first()
+
+
+class Hypothesis(models.Model):
+    """A suspected precursor: a signal condition that predicts an outcome."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed"
+        TESTING = "testing"
+        CONFIRMED = "confirmed"
+        REJECTED = "rejected"
+
+    statement = models.TextField()  # stored verbatim; templates escape it
+    metric = models.CharField(max_length=200)  # canonical name from telemetry.catalog
+    component_scope = models.CharField(max_length=16, choices=[(s, s) for s in COMPONENT_SCOPES])
+    condition = models.CharField(max_length=16, choices=[(c, c) for c in CONDITIONS])
+    operator = models.CharField(max_length=1, choices=[(o, o) for o in OPERATORS], default=">")
+    threshold = models.FloatField()
+    lead_window_s = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=500)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROPOSED, db_index=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                               related_name="hypotheses")
+    cases = models.ManyToManyField(Case, through="CaseHypothesis", related_name="hypotheses")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)  # = last activity
+
+    class Meta:
+        ordering = ["-updated_at", "-pk"]
+
+    def __str__(self):
+        return f"{self.short_id} {self.statement[:60]}"
+
+    @property
+    def short_id(self) -> str:
+        return f"H{self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return f"/hypotheses/{self.pk}/"
+
+    @property
+    def signal_text(self) -> str:
+        """One line: 'gpu.pcie.replay_count rate > 5 on gpu, 6h before'."""
+        return (f"{self.metric} {self.condition} {self.operator} {self.threshold:g} on {self.component_scope}, "
+                f"{_duration(self.lead_window_s)} before")
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+class CaseHypothesis(models.Model):
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="pins")
+    hypothesis = models.ForeignKey(Hypothesis, on_delete=models.CASCADE, related_name="pins")
+    pinned_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                  related_name="+")
+    pinned_at = models.DateTimeField(auto_now_add=True)
+    note = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["pinned_at", "pk"]
+        constraints = [models.UniqueConstraint(fields=["case", "hypothesis"], name="pin_unique_case_hypothesis")]
+
+    def __str__(self):
+        return f"H{self.hypothesis_id} on case #{self.case_id}"
+
+
+class AppendOnly(Exception):
+    pass
+
+
+class Verdict(models.Model):
+    """A judgement on a case. Rows are never updated or deleted; the newest row is current."""
+
+    class Kind(models.TextChoices):
+        CONFIRMED = "confirmed"
+        FALSE_POSITIVE = "false_positive"
+        INCONCLUSIVE = "inconclusive"
+
+    case = models.ForeignKey(Case, on_delete=models.PROTECT, related_name="verdicts")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    hypothesis = models.ForeignKey(Hypothesis, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="verdicts")
+    root_cause = models.CharField(max_length=500, blank=True, default="")
+    rationale = models.TextField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [models.CheckConstraint(condition=~models.Q(rationale=""), name="verdict_rationale_required")]
+
+    def __str__(self):
+        return f"{self.kind} on case #{self.case_id}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise AppendOnly("verdicts are history: record a new verdict instead of changing one")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnly("verdicts are history and are never deleted")
+
+
+class Comment(models.Model):
+    case = models.ForeignKey(Case, null=True, blank=True, on_delete=models.CASCADE, related_name="comments")
+    hypothesis = models.ForeignKey(Hypothesis, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="comments")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    body = models.TextField()  # stored verbatim; templates escape it
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(case__isnull=False, hypothesis__isnull=True)
+                           | models.Q(case__isnull=True, hypothesis__isnull=False)),
+                name="comment_on_exactly_one_target",
+            )
+        ]
+
+    def __str__(self):
+        target = f"case #{self.case_id}" if self.case_id else f"H{self.hypothesis_id}"
+        return f"comment {self.pk} on {target}"
+
+
+class AuditEvent(models.Model):
+    """Who did what, when: the case timeline and the admins' audit log."""
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    verb = models.CharField(max_length=64, db_index=True)
+    case = models.ForeignKey(Case, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    hypothesis = models.ForeignKey(Hypothesis, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="audit_events")
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self):
+        who = self.actor.get_username() if self.actor_id else "system"
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {who} {self.verb}"
+
+
 from investigations.tokens import ApiToken  # noqa: F401,E402

@@ -11,3 +11,6 @@ api.add_router("/", investigations_router)
 from investigations.ingest_api import router as ingest_router  # noqa: E402
 
 api.add_router("/ingest", ingest_router)
+from investigations.workspace_api import router as workspace_router  # noqa: E402
+
+api.add_router("/", workspace_router)
