@@ -1,0 +1,159 @@
+"""Charts: pure functions from query results to plotly figures (no SQL here).
+
+``overlay_figure`` draws the case overlay: one row per layer on one shared,
+t0-relative time axis, affected components as lines, healthy peers as a shaded
+p5–p95 band with a median line, events as vertical ticks in a bottom row, and a
+t0 line across every row. ``interruptions_bar`` is the inbox's small weekly bar
+chart. Callers serialise with ``fig.to_json()``.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from telemetry import catalog, xid
+from telemetry.queries.overlay import OverlayResult
+
+LAYER_TITLES = {
+    "gpu": "GPU", "nvswitch": "NVLink", "network": "Network", "storage": "Storage",
+    "power": "Power", "cooling": "Cooling", "host": "Host", "job": "Job",
+}
+EVENT_STYLE = {  # kind -> (label, colour)
+    "xid": ("XID", "#d62728"), "sxid": ("SXID", "#9467bd"), "link_down": ("link↓", "#ff7f0e"),
+    "link_up": ("link↑", "#2ca02c"), "job_state": ("job", "#444444"),
+}
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e")
+BAND_FILL = "rgba(120, 120, 120, 0.18)"
+_TICK_STEPS_S = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
+
+
+def relative_label(seconds) -> np.ndarray:
+    """Seconds relative to t0 -> 't−2h13m' / 't0' / 't+15m' (vectorised; whole minutes, seconds under 2 min)."""
+    s = np.rint(np.asarray(seconds, dtype=float)).astype(np.int64)
+    sign = np.where(s < 0, "t−", "t+")
+    a = np.abs(s)
+    d, h, m, sec = a // 86400, (a % 86400) // 3600, (a % 3600) // 60, a % 60
+    parts = pd.DataFrame({"d": d, "h": h, "m": m, "s": sec})
+    text = (
+        np.where(parts.d > 0, parts.d.astype(str) + "d", "")
+        + np.where(parts.h > 0, parts.h.astype(str) + "h", "")
+        + np.where(parts.m > 0, parts.m.astype(str) + "m", "")
+        + np.where((parts.s > 0) & (a < 120), parts.s.astype(str) + "s", "")
+    )
+    text = np.where(text == "", "0m", text)
+    return np.where(s == 0, "t0", np.char.add(sign.astype(str), text.astype(str)))
+
+
+def _ticks(start: float, end: float, target: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    span = max(end - start, 1.0)
+    step = next((st for st in _TICK_STEPS_S if span / st <= target), _TICK_STEPS_S[-1])
+    vals = np.arange(np.ceil(start / step) * step, end + 1e-9, step)
+    if 0 not in vals and start <= 0 <= end:
+        vals = np.sort(np.append(vals, 0.0))
+    return vals, relative_label(vals)
+
+
+def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = None, *, height_per_row: int = 170) -> go.Figure:
+    order = list(layers_order or catalog.LAYERS)
+    present = {s.layer for s in result.series}
+    layers = [l for l in order if l in present] + sorted(present - set(order))
+    rows = len(layers) + 1  # + the events row
+    fig = make_subplots(
+        rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.02,
+        row_heights=[1.0] * len(layers) + [0.35],
+        subplot_titles=None,
+    )
+    row_of = {layer: i + 1 for i, layer in enumerate(layers)}
+    colour_index: dict[int, int] = {}
+    band_drawn: set[tuple[int, str, str]] = set()
+    for s in result.series:
+        row = row_of[s.layer]
+        colour = PALETTE[colour_index.get(row, 0) % len(PALETTE)]
+        colour_index[row] = colour_index.get(row, 0) + 1
+        if s.band is not None and len(s.band.x) and (row, s.metric, s.family) not in band_drawn:
+            band_drawn.add((row, s.metric, s.family))
+            b = s.band
+            group = f"band:{s.metric}:{s.family}"
+            fig.add_trace(go.Scatter(
+                x=b.x, y=b.p95, mode="lines", line={"width": 0}, name=f"peers p95 {s.metric}",
+                legendgroup=group, showlegend=False, hoverinfo="skip",
+            ), row=row, col=1)
+            fig.add_trace(go.Scatter(
+                x=b.x, y=b.p5, mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_FILL,
+                name=f"peers p5–p95 {s.metric}", legendgroup=group, hoverinfo="skip",
+            ), row=row, col=1)
+            fig.add_trace(go.Scatter(
+                x=b.x, y=b.median, mode="lines", line={"width": 1, "dash": "dot", "color": "#777"},
+                name=f"peers median {s.metric}", legendgroup=group,
+                hovertemplate="peers median %{y:.4g}<extra></extra>",
+            ), row=row, col=1)
+        fig.add_trace(go.Scattergl(
+            x=s.x, y=s.y, mode="lines", line={"width": 1.6, "color": colour},
+            name=s.signal.label, customdata=relative_label(s.x),
+            hovertemplate=f"{s.signal.label}: %{{y:.4g}} {s.unit} (%{{customdata}})<extra></extra>",
+        ), row=row, col=1)
+        fig.update_yaxes(title_text=LAYER_TITLES.get(s.layer, s.layer), row=row, col=1)
+
+    ev_row = rows
+    if result.events:
+        ev = pd.DataFrame({
+            "x": [e.x for e in result.events], "kind": [e.kind for e in result.events],
+            "code": [e.code for e in result.events], "host": [e.host for e in result.events],
+            "component": [e.component for e in result.events], "message": [e.message for e in result.events],
+        })
+        meanings = {c: xid.describe(int(c)).meaning for c in ev.loc[ev.kind == "xid", "code"].unique()}
+        ev["what"] = np.where(ev.kind == "xid", "XID " + ev.code.astype(str) + " — " + ev.code.map(meanings).fillna(""),
+                              ev.kind.map(lambda k: EVENT_STYLE.get(k, (k, ""))[0]) + " " + ev.message.str.slice(0, 120))
+        ev["where"] = np.where(ev.component != "", ev.component + "@" + ev.host, ev.host)
+        for kind, group in ev.groupby("kind", sort=False):
+            label, colour = EVENT_STYLE.get(kind, (kind, "#555"))
+            fig.add_trace(go.Scatter(
+                x=group.x, y=[label] * len(group), mode="markers", name=label,
+                marker={"symbol": "line-ns-open", "size": 16, "line": {"width": 2, "color": colour}, "color": colour},
+                customdata=np.stack([relative_label(group.x), group["what"], group["where"]], axis=-1),
+                hovertemplate="%{customdata[1]}<br>%{customdata[2]} · %{customdata[0]}<extra></extra>",
+            ), row=ev_row, col=1)
+    fig.update_yaxes(title_text="events", showgrid=False, row=ev_row, col=1)
+
+    tickvals, ticktext = _ticks(result.start_offset_s, result.end_offset_s)
+    fig.update_xaxes(
+        range=[result.start_offset_s, result.end_offset_s], tickvals=tickvals, ticktext=ticktext,
+        showspikes=True, spikemode="across", spikesnap="cursor", spikethickness=1, spikedash="solid",
+    )
+    fig.add_vline(x=0, line_width=1, line_dash="dash", line_color="#222", row="all", col=1)
+    # Every trace on the bottom (tick-bearing) x axis: with hoversubplots="axis" one cursor then
+    # shows the unified hover of all rows, not just the row under the mouse.
+    bottom = "x" if rows == 1 else f"x{rows}"
+    fig.update_traces(xaxis=bottom)
+    fig.update_layout(
+        hovermode="x unified", hoversubplots="axis", height=height_per_row * len(layers) + 120,
+        margin={"l": 60, "r": 20, "t": 30, "b": 40}, legend={"orientation": "h", "y": -0.08},
+        template="plotly_white",
+        meta={"t0": result.t0.isoformat(), "source": result.source, "bucket_s": result.bucket_s},
+    )
+    return fig
+
+
+def interruptions_bar(counts_df: pd.DataFrame, *, color_by: str = "state") -> go.Figure:
+    """Stacked bars: interruptions per week, one colour per state (or per root cause: color_by='cause')."""
+    missing = {"week", color_by, "n"} - set(counts_df.columns)
+    if missing:
+        raise ValueError(f"counts_df: missing column(s) {', '.join(sorted(missing))}")
+    fig = go.Figure()
+    if not counts_df.empty:
+        wide = counts_df.pivot_table(index="week", columns=color_by, values="n", aggfunc="sum", fill_value=0).sort_index()
+        for i, key in enumerate(wide.columns):
+            fig.add_trace(go.Bar(
+                x=wide.index, y=wide[key], name=str(key), marker_color=PALETTE[i % len(PALETTE)],
+                hovertemplate=f"{key}: %{{y}}<extra>week of %{{x|%Y-%m-%d}}</extra>",
+            ))
+    fig.update_layout(
+        barmode="stack", height=140, margin={"l": 30, "r": 10, "t": 10, "b": 25}, template="plotly_white",
+        legend={"orientation": "h", "font": {"size": 10}}, bargap=0.15,
+    )
+    fig.update_xaxes(tickformat="%b %d")
+    return fig
