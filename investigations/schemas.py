@@ -77,13 +77,15 @@ class CaseOut(Schema):
     def resolve_opened_by(obj) -> str | None:
         return _username(obj.opened_by)
 
+    # .all() (not a fresh query) so lists can prefetch pins and verdicts; both keep their Meta ordering.
     @staticmethod
     def resolve_current_verdict(obj):
-        return obj.current_verdict
+        rows = list(obj.verdicts.all())  # newest first
+        return rows[0] if rows else None
 
     @staticmethod
     def resolve_hypothesis_ids(obj) -> list[int]:
-        return list(obj.pins.order_by("pinned_at", "pk").values_list("hypothesis_id", flat=True))
+        return [pin.hypothesis_id for pin in obj.pins.all()]
 
 
 class HypothesisIn(Schema):
@@ -150,7 +152,7 @@ class HypothesisOut(Schema):
 
     @staticmethod
     def resolve_case_ids(obj) -> list[int]:
-        return list(obj.pins.order_by("pinned_at", "pk").values_list("case_id", flat=True))
+        return [pin.case_id for pin in obj.pins.all()]
 
     @staticmethod
     def resolve_track_record(obj):

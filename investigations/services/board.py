@@ -71,7 +71,7 @@ def board_rows(*, q: str = "", status: str | None = None, author=None, metric: s
         raise ValueError(f"status: {status!r} is not a hypothesis status; choose one of {', '.join(STATUSES)}")
     if component_scope and component_scope not in COMPONENT_SCOPES:
         raise ValueError(f"component_scope: {component_scope!r} is not one of {', '.join(COMPONENT_SCOPES)}")
-    qs = Hypothesis.objects.select_related("author")
+    qs = Hypothesis.objects.select_related("author").prefetch_related("pins")
     if status:
         qs = qs.filter(status=status)
     if author:

@@ -87,7 +87,7 @@ def list_cases(*, status: str | None = None, cluster: str | None = None, assigne
         raise ValueError(f"status: {status!r} is not a case status; choose one of {', '.join(CASE_STATUSES)}")
     if not (1 <= limit <= 500):
         raise ValueError(f"limit {limit}: must be between 1 and 500")
-    qs = Case.objects.select_related("assignee", "opened_by")
+    qs = Case.objects.select_related("assignee", "opened_by").prefetch_related("pins", "verdicts__author")
     if status:
         qs = qs.filter(status=status)
     if cluster:

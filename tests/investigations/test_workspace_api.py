@@ -186,3 +186,19 @@ def test_openapi_lists_the_workspace_routes(alice_client):
     for path in ("/api/cases", "/api/cases/{case_id}/verdicts", "/api/hypotheses", "/api/cases/{case_id}/comments",
                  "/api/audit"):
         assert path in paths
+
+
+def test_listing_cases_and_the_board_takes_a_bounded_number_of_queries(alice_client, investigator,
+                                                                        django_assert_max_num_queries):
+    from .factories import make_verdict
+
+    for _ in range(12):
+        case = make_case()
+        h = make_hypothesis(investigator, cases=[case])
+        make_verdict(case, "confirmed", hypothesis=h)
+    with django_assert_max_num_queries(12):
+        cases = alice_client.get("/api/cases").json()
+    assert len(cases) == 12 and all(c["current_verdict"]["kind"] == "confirmed" for c in cases)
+    with django_assert_max_num_queries(15):
+        board = alice_client.get("/api/hypotheses").json()
+    assert len(board) == 12 and all(row["track_record"]["confirmed"] == 1 for row in board)
