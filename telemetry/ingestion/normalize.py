@@ -25,9 +25,19 @@ every NaN (including the Prometheus stale marker 0x7ff0000000000002) and, for
 int64 >= 0x7ffffffffffffff0, fp64 >= 2**47 within the sentinel range). The
 sentinel ranges are only applied to DCGM series because other sources report
 legitimate values there (an IB byte counter passes 2**47 within days).
+
+``decode_to_table(body, cluster=)`` is the remote-write fast path: body bytes
+straight to the table, equal to ``rw_series_to_table(decode_write_request(body))``.
+``remote_write.scan_write_request`` finds series and samples with numpy; each
+series' label bytes are matched to a label set resolved earlier (senders push
+the same label sets every time) by fingerprint, then *compared byte for byte*
+with that label set's bytes, so a match never rests on the hash. New label
+sets are parsed and resolved once. Anything the scanner or the cache cannot
+vouch for goes through the reference decoder, which also gives the errors.
 """
 from __future__ import annotations
 
+import threading
 from itertools import chain
 from typing import Iterable, Mapping, NamedTuple
 
@@ -37,6 +47,7 @@ import pyarrow as pa
 from telemetry import catalog, schema
 from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.prometheus_text import PromSample
+from telemetry.ingestion import remote_write
 from telemetry.ingestion.remote_write import RWSeries
 
 # go-dcgm dcgm_structs.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED = BLANK + 0..3;
@@ -135,6 +146,190 @@ def rw_series_to_table(series: Iterable[RWSeries], *, cluster: str) -> Normalize
     ts = np.fromiter(chain.from_iterable(s.timestamps for s in series), dtype=np.int64, count=total)
     vals = np.fromiter(chain.from_iterable(s.values for s in series), dtype=np.float64, count=total)
     return _build(uniq, np.repeat(per_series, counts), ts, vals, unknown)
+
+
+def decode_to_table(body: bytes, *, cluster: str) -> NormalizeResult:
+    """Remote-write body -> rows: ``rw_series_to_table(decode_write_request(body), cluster=)``, fast.
+
+    ``IngestError`` exactly when the reference path raises one.
+    """
+    raw = remote_write.decompress(body)
+    scan = remote_write.scan_write_request(raw)
+    if scan is not None:
+        with _templates_lock:
+            result = _scan_to_table(raw, scan, cluster)
+        if result is not None:
+            return result
+    return rw_series_to_table(remote_write.decode_raw_write_request(raw), cluster=cluster)
+
+
+class _Templates:
+    """Label sets seen under one ``cluster`` argument: their exact bytes and resolved columns.
+
+    Per-template numbers live in numpy arrays grown by doubling, strings as
+    codes into per-column pools, so a request costs numpy gathers, not Python
+    work per series.
+    """
+
+    COLUMNS = ("cluster", "host", "component", "metric")
+
+    def __init__(self) -> None:
+        self.size = 0  # label sets
+        self.raw = np.empty(0, dtype=object)
+        self.length = np.empty(0, dtype=np.int64)
+        self.dcgm = np.empty(0, dtype=bool)
+        self.scale = np.empty(0, dtype=np.float64)
+        self.unknown = np.empty(0, dtype=bool)
+        self.codes = {c: np.empty(0, dtype=np.int32) for c in self.COLUMNS}
+        self.pools: dict[str, dict[str, int]] = {c: {} for c in self.COLUMNS}
+        self.pool_arrays: dict[str, pa.Array | None] = {c: None for c in self.COLUMNS}
+        self.metric_names: list[str] = []
+        self.by_bytes: dict[bytes, int] = {}
+        # Fingerprints depend on the label bytes' offset modulo 8, so one label set may have
+        # several: fingerprint -> label set id.
+        self.by_fp: dict[int, int] = {}
+        self._sorted_fp = np.empty(0, dtype=np.uint64)
+        self._sorted_tid = np.empty(0, dtype=np.int64)
+        self._dirty = False
+
+    def _grow(self) -> None:
+        cap = max(1024, 2 * len(self.length))
+
+        def grow(arr: np.ndarray) -> np.ndarray:
+            out = np.zeros(cap, dtype=arr.dtype) if arr.dtype != object else np.empty(cap, dtype=object)
+            out[: self.size] = arr[: self.size]
+            return out
+
+        self.raw, self.length = grow(self.raw), grow(self.length)
+        self.dcgm, self.scale, self.unknown = grow(self.dcgm), grow(self.scale), grow(self.unknown)
+        self.codes = {c: grow(v) for c, v in self.codes.items()}
+
+    def add(self, fp: int, raw: bytes, res: _Series | None) -> None:
+        """Register label bytes (resolved as ``res``) under fingerprint ``fp``."""
+        i = self.by_bytes.get(raw)
+        if i is None:
+            if self.size == len(self.length):
+                self._grow()
+            i = self.size
+            self.raw[i], self.length[i] = raw, len(raw)
+            self.dcgm[i], self.scale[i], self.unknown[i] = res.dcgm, res.scale, res.unknown
+            for col in self.COLUMNS:
+                pool = self.pools[col]
+                value = getattr(res, col)
+                code = pool.get(value)
+                if code is None:
+                    code = pool[value] = len(pool)
+                    self.pool_arrays[col] = None
+                self.codes[col][i] = code
+            self.metric_names.append(res.metric)
+            self.by_bytes[raw] = i
+            self.size += 1
+        self.by_fp[fp] = i
+        self._dirty = True
+
+    def known(self, raw: bytes) -> bool:
+        return raw in self.by_bytes
+
+    def lookup(self, fps: np.ndarray) -> np.ndarray:
+        """Label set id per fingerprint, -1 where unknown."""
+        if self._dirty:
+            keys = np.fromiter(self.by_fp.keys(), dtype=np.uint64, count=len(self.by_fp))
+            ids = np.fromiter(self.by_fp.values(), dtype=np.int64, count=len(self.by_fp))
+            order = np.argsort(keys)
+            self._sorted_fp, self._sorted_tid = keys[order], ids[order]
+            self._dirty = False
+        if not len(self._sorted_fp):
+            return np.full(len(fps), -1, dtype=np.int64)
+        pos = np.searchsorted(self._sorted_fp, fps)
+        np.minimum(pos, len(self._sorted_fp) - 1, out=pos)
+        return np.where(self._sorted_fp[pos] == fps, self._sorted_tid[pos], -1)
+
+    def pool_array(self, col: str) -> pa.Array:
+        arr = self.pool_arrays[col]
+        if arr is None:
+            arr = self.pool_arrays[col] = pa.array(list(self.pools[col]), type=pa.string())
+        return arr
+
+
+_TEMPLATES_MAX = 500_000  # label sets per cluster argument before the cache starts over
+_templates: dict[str, _Templates] = {}
+_templates_lock = threading.Lock()  # web and worker threads share the cache
+
+
+def _scan_to_table(raw: bytes, scan: remote_write.RWScan, cluster: str) -> NormalizeResult | None:
+    """Rows for a scanned request, or ``None`` to send it through the reference path."""
+    t = _templates.get(cluster)
+    if t is None or len(t.by_fp) > _TEMPLATES_MAX:
+        if len(_templates) > 64:
+            _templates.clear()
+        t = _templates[cluster] = _Templates()
+    start, end, fps = scan.label_start, scan.label_end, scan.fingerprint
+    tid = t.lookup(fps)
+    miss = np.flatnonzero(tid < 0)
+    if len(miss):
+        new_fp, first = np.unique(fps[miss], return_index=True)
+        for fp, i in zip(new_fp.tolist(), miss[first].tolist()):
+            section = raw[int(start[i]) : int(end[i])]
+            if t.known(section):  # a known label set at another offset modulo 8
+                t.add(fp, section, None)
+                continue
+            try:
+                parsed = remote_write.parse_label_fields(section, i)
+                if parsed is None:
+                    return None
+                labels = parsed[1]
+                res = _resolve(labels["__name__"], labels, cluster, None)
+            except IngestError:
+                return None  # the reference path reports it, naming the series
+            t.add(fp, section, res)
+        tid = t.lookup(fps)
+        if (tid < 0).any():
+            return None
+    # The fingerprint only proposes a label set; the bytes decide.
+    if not np.array_equal(t.length[tid], end - start):
+        return None
+    if not all(map(raw.startswith, t.raw[tid].tolist(), start.tolist())):
+        return None
+    idx = tid if len(scan.values) == len(tid) else np.repeat(tid, scan.counts)
+    return _build_coded(t, idx, scan.timestamps, scan.values)
+
+
+def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarray) -> NormalizeResult:
+    """``_build`` for template ids: same rows, drops and unknown names."""
+    n = len(vals)
+    keep = ~np.isnan(vals)
+    row_dcgm = t.dcgm[idx]
+    if row_dcgm.any():
+        blank = (
+            ((vals >= DCGM_INT32_BLANK) & (vals <= DCGM_INT32_MAX))
+            | (vals >= float(DCGM_INT64_BLANK))
+            | ((vals >= DCGM_FP64_BLANK) & (vals < _FP64_BLANK_END))
+        )
+        keep &= ~(row_dcgm & blank)
+    unknown: set[str] = set()
+    row_unknown = t.unknown[idx]
+    if row_unknown.any():  # named even when all their samples were blank, like the reference path
+        unknown = {t.metric_names[i] for i in np.unique(idx[row_unknown]).tolist()}
+    kept = int(keep.sum())
+    dropped = n - kept
+    if dropped:
+        idx, ts, vals = idx[keep], ts[keep], vals[keep]
+    if not kept:
+        return NormalizeResult(schema.SAMPLES.empty_table(), dropped, unknown)
+    scale = t.scale[idx]
+    if (scale != 1.0).any():
+        vals = vals * scale
+
+    def column(col: str) -> pa.Array:
+        codes = pa.array(t.codes[col][idx], type=pa.int32())
+        return pa.DictionaryArray.from_arrays(codes, t.pool_array(col)).cast(pa.string())
+
+    table = pa.Table.from_arrays(
+        [pa.array(ts, type=pa.int64()).cast(schema.TS), *(column(c) for c in _Templates.COLUMNS),
+         pa.array(vals, type=pa.float64())],
+        schema=schema.SAMPLES,
+    )
+    return NormalizeResult(table, dropped, unknown)
 
 
 def _build(

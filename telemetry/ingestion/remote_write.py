@@ -17,9 +17,21 @@ set (module-level cache) instead of once per series.
 
 ``RWSeries`` is columnar: ``labels`` (a read-only mapping shared by every
 series with the same label set: do not mutate), ``timestamps`` (ms) and
-``values`` as parallel lists, and ``key`` (the raw label bytes, a cheap cache
-key for the normaliser). Values keep their exact bits, so the Prometheus stale
-marker NaN (0x7ff0000000000002) survives decoding.
+``values`` as parallel lists, and ``key`` (the label fields exactly as on the
+wire, tags and lengths included, so distinct label sets never share a key: a
+cache key for the normaliser). Values keep their exact bits, so the Prometheus
+stale marker NaN (0x7ff0000000000002) survives decoding.
+
+``scan_write_request`` is the fast path used by ``normalize.decode_to_table``:
+it locates every series and sample of a *plainly encoded* request with numpy
+(no Python work per series) and returns column arrays plus, per series, the
+byte range of its label fields and a fingerprint of those bytes. It returns
+``None`` for anything it does not fully understand (fields out of order or
+unknown, zero-sample series, exemplars, odd varints, ...): callers then use
+``decode_write_request``, which stays the reference decoder. What it does
+return is exact: every series and sample boundary is checked against the
+length prefixes, so a match can only be the real protobuf parse; the label
+bytes themselves are validated by the caller (see ``decode_to_table``).
 """
 from __future__ import annotations
 
@@ -27,6 +39,7 @@ import types
 from typing import Mapping, NamedTuple
 
 import cramjam
+import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
@@ -66,26 +79,36 @@ def _build_messages():
     pool = descriptor_pool.DescriptorPool()
     pool.Add(f)
     get = lambda n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"precursor.prompb.{n}"))  # noqa: E731
-    return get("WriteRequest"), get("RawWriteRequest"), get("Label")
+    return get("WriteRequest"), get("RawWriteRequest"), get("RawTimeSeries"), get("Label")
 
 
-WriteRequest, _RawWriteRequest, _Label = _build_messages()
+WriteRequest, _RawWriteRequest, _RawTimeSeries, _Label = _build_messages()
 
 _LABELS_CACHE_MAX = 500_000
 _labels_cache: dict[bytes, Mapping[str, str]] = {}
 
 
-def decode_write_request(body: bytes) -> list[RWSeries]:
-    """Decompress and decode one remote-write body; ``IngestError`` when it is not one."""
+def decompress(body: bytes) -> bytes:
+    """The protobuf bytes of a snappy block-compressed body; ``IngestError`` when it is not one."""
     try:
         raw = cramjam.snappy.decompress_raw(body)
     except Exception as exc:  # cramjam raises its own DecompressionError
         raise IngestError(f"body is not snappy block-compressed data ({exc})", field="body") from None
     if len(raw) > MAX_DECOMPRESSED_BYTES:
         raise IngestError(f"decompressed body too large ({len(raw)} bytes)", field="body")
+    return bytes(raw)
+
+
+def decode_write_request(body: bytes) -> list[RWSeries]:
+    """Decompress and decode one remote-write body; ``IngestError`` when it is not one."""
+    return decode_raw_write_request(decompress(body))
+
+
+def decode_raw_write_request(raw: bytes) -> list[RWSeries]:
+    """``decode_write_request`` for already decompressed protobuf bytes."""
     req = _RawWriteRequest()
     try:
-        req.ParseFromString(bytes(raw))
+        req.ParseFromString(raw)
     except DecodeError as exc:
         raise IngestError(f"body is not a protobuf WriteRequest ({exc})", field="body") from None
     cache = _labels_cache
@@ -93,7 +116,7 @@ def decode_write_request(body: bytes) -> list[RWSeries]:
     append = out.append
     for i, ts in enumerate(req.timeseries):
         raw_labels = list(ts.labels)
-        key = b"".join(raw_labels)
+        key = labels_key(raw_labels)
         labels = cache.get(key)
         if labels is None:
             labels = _decode_labels(raw_labels, i)
@@ -103,6 +126,38 @@ def decode_write_request(body: bytes) -> list[RWSeries]:
         samples = ts.samples
         append(RWSeries(labels, [s.timestamp for s in samples], [s.value for s in samples], key))
     return out
+
+
+def labels_key(raw_labels: list[bytes]) -> bytes:
+    """The canonical wire encoding of a series' label fields (unambiguous, unlike a plain join)."""
+    return b"".join([b"\x0a" + _varint(len(x)) + x for x in raw_labels])
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def parse_label_fields(section: bytes, index: int) -> tuple[list[bytes], Mapping[str, str]] | None:
+    """Raw Label messages and decoded labels of a bytes range that must hold label fields only.
+
+    ``None`` when the range holds anything else or is not canonically encoded
+    (the caller then takes the reference path); ``IngestError`` for the same
+    label problems ``decode_write_request`` reports.
+    """
+    ts = _RawTimeSeries()
+    try:
+        ts.ParseFromString(section)
+    except DecodeError:
+        return None
+    raw_labels = list(ts.labels)
+    if len(ts.samples) or labels_key(raw_labels) != section:
+        return None  # samples, unknown fields or odd encodings in between: not plain labels
+    return raw_labels, _decode_labels(raw_labels, index)
 
 
 def _decode_labels(raw_labels: list[bytes], index: int) -> Mapping[str, str]:
@@ -136,3 +191,176 @@ def encode_write_request(series: list[RWSeries]) -> bytes:
         for t, v in zip(s.timestamps, s.values):
             ts.samples.add(value=v, timestamp=t)
     return bytes(cramjam.snappy.compress_raw(req.SerializeToString()))
+
+
+# --- fast path ------------------------------------------------------------------------------
+
+
+class RWScan(NamedTuple):
+    """Columns of a plainly encoded request (see module doc); series in request order."""
+
+    label_start: np.ndarray  # int64 [series]: first byte of the series' label fields
+    label_end: np.ndarray  # int64 [series]: one past the last label byte (= first sample tag)
+    fingerprint: np.ndarray  # uint64 [series]: hash of the label bytes; equal bytes -> equal value
+    counts: np.ndarray  # int64 [series]: samples per series (>= 1)
+    timestamps: np.ndarray  # int64 [samples]
+    values: np.ndarray  # float64 [samples], exact bits
+
+
+_B = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible mod 2**64
+_B_INV = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
+_MIX = np.array([0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93, 0xC2B2AE3D27D4EB4F], dtype=np.uint64)
+_powers: tuple[np.ndarray, np.ndarray] = (np.ones(0, np.uint64), np.ones(0, np.uint64))
+_MAX_SCAN_ROUNDS = 8
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B**i and B**-i mod 2**64 for i < n (grown on demand, shared across calls)."""
+    global _powers
+    pw, inv = _powers
+    if len(pw) < n:
+        size = max(n, 2 * len(pw), 1 << 16)
+        pw = np.cumprod(np.full(size, _B, dtype=np.uint64))
+        pw = np.concatenate([np.ones(1, np.uint64), pw[:-1]])
+        inv = np.cumprod(np.full(size, _B_INV, dtype=np.uint64))
+        inv = np.concatenate([np.ones(1, np.uint64), inv[:-1]])
+        _powers = (pw, inv)
+    return pw, inv
+
+
+class _Words:
+    """Unaligned little-endian 8-byte reads from a byte buffer, zeros past its end.
+
+    Two aligned word gathers per read touch one or two cache lines, where a
+    fancy index per byte would touch them eight times.
+    """
+
+    def __init__(self, a: np.ndarray) -> None:
+        n = len(a)
+        self.n = n
+        self.full = n // 8
+        self.words = a[: self.full * 8].view("<u8")
+        tail = a[self.full * 8 :].tobytes() + bytes(24 - n % 8)
+        self.tail = np.frombuffer(tail, dtype="<u8")  # the partial last word and zero padding
+
+    def _word(self, q: np.ndarray) -> np.ndarray:
+        out = self.words[np.minimum(q, self.full - 1)] if self.full else np.zeros(len(q), np.uint64)
+        past = q >= self.full
+        if past.any():
+            out[past] = self.tail[np.minimum(q[past] - self.full, len(self.tail) - 1)]
+        return out
+
+    def read(self, pos: np.ndarray) -> np.ndarray:
+        q = pos >> 3
+        r = (pos & 7).astype(np.uint64) * np.uint64(8)
+        out = self._word(q) >> r
+        # hi << (64 - r), written so that r == 0 adds nothing (a 64-bit shift is undefined)
+        out |= (self._word(q + 1) << np.uint64(1)) << (np.uint64(63) - r)
+        return out
+
+
+def _byte(word: np.ndarray, k: int) -> np.ndarray:
+    return ((word >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.int64)
+
+
+def scan_write_request(raw: bytes) -> RWScan | None:
+    """Vectorised decode of plainly encoded requests; ``None`` -> use ``decode_raw_write_request``."""
+    n = len(raw)
+    if n < 16:
+        return None
+    a = np.frombuffer(raw, dtype=np.uint8)
+    # Sample fields: tag 0x12, length, then the value (0x09 + 8 bytes, omitted when 0.0) and/or the
+    # timestamp (0x10 + varint, omitted when 0). Label values may contain the same bytes: such
+    # candidates cannot satisfy the length-prefix chain checked below.
+    cand = np.flatnonzero(a[:-2] == 0x12)
+    size = a[cand + 1].astype(np.int64)
+    first = a[cand + 2]
+    has_v = first == 0x09
+    ok = (has_v & (size >= 9) & (size <= 20)) | ((first == 0x10) & (size >= 2) & (size <= 11))
+    cand, size, has_v = cand[ok], size[ok], has_v[ok]
+    end = cand + 2 + size
+    for _ in range(_MAX_SCAN_ROUNDS):  # drop candidates inside an earlier one's bytes
+        inside = np.zeros(len(cand), dtype=bool)
+        if len(cand) > 1:
+            inside[1:] = cand[1:] < end[:-1]
+        if not inside.any():
+            break
+        keep = ~inside
+        cand, size, has_v, end = cand[keep], size[keep], has_v[keep], end[keep]
+    else:
+        return None
+    if len(cand) == 0 or end[-1] != n:
+        return None
+    words = _Words(a)
+    # Values: exact bits (NaN payloads such as the stale marker survive).
+    values = np.where(has_v, words.read(cand + 3), np.uint64(0)).view("<f8")
+    # Timestamps: optional 0x10 + varint of exactly the remaining length (7 bytes at most here:
+    # ms since 1970 need 6; negative or far-future values take the reference path).
+    ts_at = cand + 2 + np.where(has_v, 9, 0)
+    rest = size - np.where(has_v, 9, 0)
+    has_t = rest > 0
+    vlen = np.where(has_t, rest - 1, 0)
+    if (vlen > 7).any() or (has_t & (vlen < 1)).any():
+        return None
+    tw = words.read(ts_at)
+    if not (_byte(tw, 0)[has_t] == 0x10).all():
+        return None
+    timestamps = np.zeros(len(cand), dtype=np.uint64)
+    for k in range(7):
+        b = _byte(tw, k + 1)
+        inside = k < vlen
+        cont = b >= 0x80
+        last = vlen == k + 1
+        if (inside & ~last & ~cont).any() or (last & cont).any():
+            return None
+        timestamps |= np.where(inside, (b & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
+    timestamps = timestamps.view(np.int64)
+    # Series: runs of adjacent samples; each run closes a TimeSeries field that starts right
+    # after the previous one with tag 0x0a and a length reaching exactly to the run's end.
+    new_run = np.ones(len(cand), dtype=bool)
+    new_run[1:] = cand[1:] != end[:-1]
+    run_first = np.flatnonzero(new_run)
+    run_last = np.append(run_first[1:], len(cand)) - 1
+    series_end = end[run_last]
+    series_start = np.concatenate([np.zeros(1, np.int64), series_end[:-1]])
+    hw = words.read(series_start)
+    if not (_byte(hw, 0) == 0x0A).all():
+        return None
+    h0, h1, h2 = _byte(hw, 1), _byte(hw, 2), _byte(hw, 3)
+    one, two = h0 < 0x80, (h0 >= 0x80) & (h1 < 0x80)
+    three = (h0 >= 0x80) & (h1 >= 0x80) & (h2 < 0x80)
+    if not (one | two | three).all():
+        return None  # series above 2 MiB: not the plain case
+    length = np.where(one, h0, np.where(two, (h0 & 0x7F) | (h1 << 7), (h0 & 0x7F) | ((h1 & 0x7F) << 7) | (h2 << 14)))
+    label_start = series_start + 1 + np.where(one, 1, np.where(two, 2, 3))
+    if not (label_start + length == series_end).all():
+        return None
+    label_end = cand[run_first]
+    lab_len = label_end - label_start
+    if (lab_len < 16).any():
+        return None  # even a bare __name__ label is longer: something else is going on
+    counts = run_last - run_first + 1
+    fp = _fingerprint(a, words, label_start, label_end)
+    return RWScan(label_start, label_end, fp, counts, timestamps, values)
+
+
+def _fingerprint(a: np.ndarray, words: _Words, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Polynomial hash of each byte range over aligned 64-bit words, independent of position.
+
+    Only a guess of identity: callers compare the bytes before trusting a match.
+    """
+    nw = words.full
+    pw, inv = _power_tables(nw + 1)
+    prefix = np.empty(nw + 1, dtype=np.uint64)
+    prefix[0] = 0
+    np.cumsum(words.words * pw[:nw], out=prefix[1:])
+    w0 = (start + 7) // 8  # first whole word inside the range
+    w1 = end // 8  # one past the last whole word inside
+    w1 = np.maximum(w0, w1)
+    inner = (prefix[w1] - prefix[w0]) * inv[w0]
+    head = words.read(start)
+    tail = words.read(end - 8)
+    fp = inner ^ (head * _MIX[0]) ^ (tail * _MIX[1]) ^ ((end - start).astype(np.uint64) * _MIX[2])
+    fp ^= (start % 8).astype(np.uint64) * _MIX[3]
+    fp ^= fp >> np.uint64(31)
+    return fp

@@ -127,3 +127,172 @@ def test_remote_write_series_without_host_is_rejected():
 def test_empty_inputs_give_empty_tables_with_the_schema():
     assert prom_samples_to_table([], cluster="c").table.schema == schema.SAMPLES
     assert rw_series_to_table([], cluster="c").table.num_rows == 0
+
+
+# --- decode_to_table: the remote-write fast path ----------------------------------------------
+
+import cramjam  # noqa: E402
+import numpy as np  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from telemetry.ingestion import normalize  # noqa: E402
+from telemetry.ingestion.normalize import decode_to_table  # noqa: E402
+from telemetry.ingestion.remote_write import decompress, scan_write_request  # noqa: E402
+
+NOW = 1_760_000_000_000
+
+
+def reference(body, cluster="c"):
+    try:
+        return rw_series_to_table(decode_write_request(body), cluster=cluster)
+    except IngestError as exc:
+        return exc
+
+
+def outcome(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except IngestError as exc:
+        return exc
+
+
+def assert_same(got, want):
+    if isinstance(want, IngestError):
+        assert isinstance(got, IngestError), f"expected IngestError({want}), got {got!r}"
+        return
+    assert not isinstance(got, Exception), got
+    assert got.table.schema == schema.SAMPLES
+    assert got.table.equals(want.table), (got.table.to_pylist()[:5], want.table.to_pylist()[:5])
+    assert got.dropped_blank == want.dropped_blank and got.unknown_metrics == want.unknown_metrics
+
+
+def dcgm_series(hosts=3, gpus=2, ts=NOW, spp=1):
+    out = []
+    for h in range(hosts):
+        for g in range(gpus):
+            for name in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS", "node_precursor_x"):
+                labels = {"__name__": name, "gpu": str(g), "Hostname": f"gpu-a{h:03d}", "UUID": f"GPU-{h:04d}-{g}"}
+                vals = [0.0 if "XID" in name else 40.0 + g + 0.5 * k for k in range(spp)]
+                out.append(RWSeries(labels, [ts + 15000 * k for k in range(spp)], vals))
+    return out
+
+
+@pytest.mark.parametrize("spp", [1, 3])
+def test_fast_path_equals_the_reference_cold_and_warm(spp):
+    normalize._templates.clear()
+    body = encode_write_request(dcgm_series(spp=spp))
+    assert scan_write_request(decompress(body)) is not None  # the plain layout takes the fast path
+    assert_same(decode_to_table(body, cluster="c"), reference(body))  # cold: every label set is new
+    assert normalize._templates["c"].size == len(dcgm_series())
+    body2 = encode_write_request(dcgm_series(ts=NOW + 60_000, spp=spp)[::-1])  # next push, other order
+    assert_same(decode_to_table(body2, cluster="c"), reference(body2))  # warm
+    assert normalize._templates["c"].size == len(dcgm_series())
+
+
+def test_fast_path_drops_blanks_and_stale_markers_and_names_unknown_metrics():
+    series = [
+        RWSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "h1"}, [NOW, NOW + 1, NOW + 2], [40.0, STALE, 42.0]),
+        RWSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "1", "hostname": "h1", "cluster": "east"}, [NOW], [9.223372036854775794e18]),
+        RWSeries({"__name__": "node_precursor_fixture_only", "instance": "h2:9100", "device": "eth0"}, [NOW], [math.nan]),
+    ]
+    body = encode_write_request(series)
+    got = decode_to_table(body, cluster="c")
+    assert_same(got, reference(body))
+    assert got.dropped_blank == 3 and got.unknown_metrics == {"node_precursor_fixture_only"}
+    assert [r["value"] for r in rows(got)] == [40.0, 42.0]
+
+
+def test_the_cluster_argument_gets_its_own_resolution():
+    body = encode_write_request([RWSeries({"__name__": "m_x", "instance": "h"}, [NOW], [1.0])])
+    assert rows(decode_to_table(body, cluster="a"))[0]["cluster"] == "a"
+    assert rows(decode_to_table(body, cluster="b"))[0]["cluster"] == "b"
+
+
+def test_a_fingerprint_that_matches_other_bytes_is_not_trusted():
+    normalize._templates.clear()
+    real = [RWSeries({"__name__": "m_real", "instance": "h1"}, [NOW], [1.0])]
+    other = [RWSeries({"__name__": "m_fake", "instance": "h2"}, [NOW], [1.0])]
+    raw_real, raw_other = decompress(encode_write_request(real)), decompress(encode_write_request(other))
+    scan_real, scan_other = scan_write_request(raw_real), scan_write_request(raw_other)
+    # Poison the cache: the real series' fingerprint now points at another label set's bytes.
+    res = normalize._resolve("m_fake", {"__name__": "m_fake", "instance": "h2"}, "c", None)
+    section = raw_other[int(scan_other.label_start[0]) : int(scan_other.label_end[0])]
+    normalize._templates["c"] = normalize._Templates()
+    normalize._templates["c"].add(int(scan_real.fingerprint[0]), section, res)
+    got = decode_to_table(encode_write_request(real), cluster="c")
+    assert [(r["host"], r["metric"]) for r in rows(got)] == [("h1", "m_real")]
+    normalize._templates.clear()
+
+
+def test_label_errors_are_the_reference_path_errors():
+    no_host = encode_write_request([RWSeries({"__name__": "m_nohost", "gpu": "0"}, [NOW], [1.0])])
+    with pytest.raises(IngestError) as exc:
+        decode_to_table(no_host, cluster="c")
+    assert exc.value.field == "host"
+    twice = WriteRequestCls()
+    ts = twice.timeseries.add()
+    for name, value in (("__name__", "m_twice"), ("a", "1"), ("a", "2")):
+        ts.labels.add(name=name, value=value)
+    ts.samples.add(value=1.0, timestamp=NOW)
+    with pytest.raises(IngestError) as exc:
+        decode_to_table(bytes(cramjam.snappy.compress_raw(twice.SerializeToString())), cluster="c")
+    assert "given twice" in exc.value.reason
+
+
+def test_corrupt_bodies_raise_ingest_error():
+    with pytest.raises(IngestError) as exc:
+        decode_to_table(b"not snappy" * 3, cluster="c")
+    assert exc.value.field == "body"
+    with pytest.raises(IngestError):
+        decode_to_table(bytes(cramjam.snappy.compress_raw(b"\x0a\xff\xff\xff\x0f")), cluster="c")
+
+
+from telemetry.ingestion.remote_write import WriteRequest as WriteRequestCls  # noqa: E402
+
+host_labels = st.sampled_from([{}, {"instance": "n1:9100"}, {"Hostname": "gpu-a001"}, {"hostname": "h"}])
+extra_labels = st.dictionaries(
+    st.sampled_from(["gpu", "device", "port", "cluster", "UUID", "job", "chip", "sensor"]),
+    st.text(alphabet="ab01_\x12\x10\x09", min_size=1, max_size=4), max_size=3,
+)
+names = st.sampled_from(["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "node_load1", "port_xmit_data", "zz_unknown"])
+values = st.one_of(
+    st.floats(allow_nan=True), st.just(0.0), st.just(STALE), st.just(2147483640.0), st.just(140737488355330.0)
+)
+fast_series = st.builds(
+    lambda name, host, extra, samples: RWSeries(
+        {"__name__": name, **host, **extra}, [t for t, _ in samples], [v for _, v in samples]
+    ),
+    names, host_labels, extra_labels,
+    st.lists(st.tuples(st.one_of(st.integers(NOW, NOW + 10**6), st.integers(-(2**63), 2**63 - 1)), values),
+             min_size=0, max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(fast_series, min_size=0, max_size=6), st.sampled_from(["c", "d"]))
+def test_fast_path_always_agrees_with_the_reference(series, cluster):
+    body = encode_write_request(series)
+    assert_same(outcome(decode_to_table, body, cluster=cluster), reference(body, cluster))
+    # Twice: the second run goes through the warm cache.
+    assert_same(outcome(decode_to_table, body, cluster=cluster), reference(body, cluster))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(fast_series, min_size=1, max_size=4), st.data())
+def test_corrupted_requests_agree_with_the_reference(series, data):
+    raw = bytearray(decompress(encode_write_request(series)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    body = bytes(cramjam.snappy.compress_raw(bytes(raw)))
+    assert_same(outcome(decode_to_table, body, cluster="c"), reference(body))
+
+
+def test_many_series_take_the_fast_path_and_match():
+    normalize._templates.clear()
+    series = dcgm_series(hosts=40, gpus=8)
+    body = encode_write_request(series)
+    assert_same(decode_to_table(body, cluster="c"), reference(body))
+    assert_same(decode_to_table(body, cluster="c"), reference(body))
+    assert normalize._templates["c"].size == len(series)
+    assert np.all(normalize._templates["c"].length[: len(series)] > 0)

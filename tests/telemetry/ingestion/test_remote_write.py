@@ -92,3 +92,170 @@ def test_a_repeated_label_name_is_rejected():
 
 def test_an_empty_body_is_an_empty_request():
     assert decode_write_request(bytes(cramjam.snappy.compress_raw(b""))) == []
+
+
+# --- fast scanner (scan_write_request) ----------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from telemetry.ingestion.remote_write import (  # noqa: E402
+    decompress,
+    labels_key,
+    parse_label_fields,
+    scan_write_request,
+)
+
+TS_MS = 1_760_000_000_000
+
+
+def raw_of(series_list):
+    return decompress(encode_write_request(series_list))
+
+
+def scanned_series(raw):
+    """The scan's view of a request, as (labels, timestamps, value bits) per series.
+
+    ``None`` when the scan or the label check declines (the caller's fallback).
+    """
+    scan = scan_write_request(raw)
+    if scan is None:
+        return None
+    out, at = [], 0
+    for i, count in enumerate(scan.counts.tolist()):
+        section = raw[int(scan.label_start[i]) : int(scan.label_end[i])]
+        parsed = parse_label_fields(section, i)
+        if parsed is None:
+            return None
+        vals = scan.values[at : at + count]
+        out.append((dict(parsed[1]), scan.timestamps[at : at + count].tolist(), vals.view("<u8").tolist()))
+        at += count
+    assert at == len(scan.values)
+    return out
+
+
+def reference_series(raw_series):
+    return [
+        (dict(s.labels), list(s.timestamps), [struct.unpack("<Q", struct.pack("<d", v))[0] for v in s.values])
+        for s in raw_series
+    ]
+
+
+def test_scan_matches_the_reference_decoder_for_plain_requests():
+    lab = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "gpu-a017"}
+    series_list = [
+        RWSeries(lab, [TS_MS], [41.0]),
+        RWSeries({**lab, "gpu": "1"}, [TS_MS, TS_MS + 15000, TS_MS + 30000], [0.0, STALE, -2.5]),  # 0.0: no value field
+        RWSeries({"__name__": "node_load1", "instance": "n1:9100"}, [0], [1.5]),  # ts 0: no timestamp field
+        RWSeries({"__name__": "node_load1", "instance": "n2:9100"}, [1], [0.0]),
+    ]
+    raw = raw_of(series_list)
+    assert scanned_series(raw) == reference_series(decode_write_request(encode_write_request(series_list)))
+
+
+@pytest.mark.parametrize(
+    "series_list",
+    [
+        [RWSeries({"__name__": "m", "instance": "h"}, [-5], [1.0])],  # negative: 10-byte varint
+        [RWSeries({"__name__": "m", "instance": "h"}, [2**60], [1.0])],  # beyond 7 varint bytes
+        [RWSeries({"__name__": "m", "instance": "h"}, [], [])],  # a series without samples
+        [RWSeries({"__name__": "m", "instance": "h"}, [0], [0.0])],  # empty Sample message
+    ],
+)
+def test_scan_declines_what_it_does_not_handle(series_list):
+    assert scan_write_request(raw_of(series_list)) is None
+
+
+def test_scan_declines_metadata_and_fields_out_of_order():
+    req = WriteRequest()
+    ts = req.timeseries.add()
+    ts.labels.add(name="__name__", value="metric_name_x")
+    ts.labels.add(name="instance", value="host-1")
+    ts.samples.add(value=1.0, timestamp=TS_MS)
+    plain = req.SerializeToString()
+    assert scan_write_request(plain) is not None
+    assert scan_write_request(plain + b"\x1a\x02\x08\x01") is None  # metadata field 3
+    series_bytes = ts.SerializeToString()
+    label_part, sample_part = series_bytes[: len(series_bytes) - 18], series_bytes[-18:]
+    swapped = sample_part + label_part  # samples before labels: valid protobuf, not the plain layout
+    body = b"\x0a" + bytes([len(swapped)]) + swapped
+    assert scan_write_request(body) is None
+
+
+def test_label_bytes_that_look_like_samples_do_not_fool_the_scan():
+    tricky = "a\x12\x10\x09" + "\x00" * 8 + "\x10" + "\x7f"  # a sample-shaped label value
+    series_list = [RWSeries({"__name__": "m", "instance": "h", "x": tricky}, [TS_MS], [3.0])] * 2
+    raw = raw_of(series_list)
+    got = scanned_series(raw)
+    if got is not None:  # when the scan accepts it, it must be exactly right
+        assert got == reference_series(decode_write_request(encode_write_request(series_list)))
+
+
+def test_label_keys_are_unambiguous():
+    # Two Label messages vs. one message holding the same bytes: a plain join would collide.
+    one = b"\x0a\x01a\x12\x01b"
+    two = b"\x0a\x01c\x12\x01d"
+    assert labels_key([one, two]) != labels_key([one + two])
+
+
+def test_parse_label_fields_refuses_sections_with_other_fields():
+    section = labels_key([b"\x0a\x08__name__\x12\x01m"])
+    assert parse_label_fields(section, 0)[1] == {"__name__": "m"}
+    assert parse_label_fields(section + b"\x12\x02\x10\x01", 0) is None  # a sample inside
+    assert parse_label_fields(section + b"\x18\x01", 0) is None  # unknown field 3
+    assert parse_label_fields(b"\x0a\x80\x00" + section[2:], 0) is None  # non-minimal length varint
+
+
+ts_ms = st.one_of(st.integers(0, 2**49 - 1), st.integers(-(2**63), 2**63 - 1), st.just(0))
+plain_series = st.builds(
+    lambda name, labels, samples: RWSeries(
+        {"__name__": name, **{k: v for k, v in labels.items() if v}}, [t for t, _ in samples], [v for _, v in samples]
+    ),
+    st.text(min_size=1, max_size=10),
+    st.dictionaries(st.text(alphabet="abcdefgh_", min_size=1, max_size=6), st.text(max_size=12), max_size=5),
+    st.lists(st.tuples(ts_ms, st.one_of(st.floats(allow_nan=True), st.just(0.0))), min_size=1, max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(plain_series, min_size=1, max_size=6))
+def test_scan_agrees_with_the_reference_decoder_whenever_it_answers(series_list):
+    raw = raw_of(series_list)
+    got = scanned_series(raw)
+    if got is not None:
+        assert got == reference_series(decode_raw_write_request_(raw))
+
+
+def decode_raw_write_request_(raw):
+    from telemetry.ingestion.remote_write import decode_raw_write_request
+
+    return decode_raw_write_request(raw)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(plain_series, min_size=1, max_size=4), st.data())
+def test_scan_of_corrupted_requests_never_raises_and_never_lies(series_list, data):
+    raw = bytearray(raw_of(series_list))
+    for _ in range(data.draw(st.integers(1, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    raw = bytes(raw)
+    scan = scan_write_request(raw)  # must not raise
+    if scan is None:
+        return
+    try:
+        reference = reference_series(decode_raw_write_request_(raw))
+    except IngestError:
+        reference = None
+    got = []
+    at = 0
+    for i, count in enumerate(scan.counts.tolist()):
+        try:
+            parsed = parse_label_fields(raw[int(scan.label_start[i]) : int(scan.label_end[i])], i)
+        except IngestError:
+            return  # labels invalid: the caller takes the reference path, which reports it
+        if parsed is None:
+            return
+        got.append((dict(parsed[1]), scan.timestamps[at : at + count].tolist(),
+                    scan.values[at : at + count].view("<u8").tolist()))
+        at += count
+    assert got == reference
