@@ -11,6 +11,7 @@
       const resp = await fetch(url, { headers: { "X-Fragment": "1" }, credentials: "same-origin" });
       const html = await resp.text();
       el.innerHTML = resp.ok ? html : `<p class="error">Could not load (${resp.status}). ${resp.status === 403 ? "Log in again." : "Reload the page to retry."}</p>`;
+      renderFigures(el);
       el.dispatchEvent(new CustomEvent("fragment:loaded", { bubbles: true }));
       el.querySelectorAll("[data-fragment]").forEach(init);
       const state = el.querySelector("[data-state]");
@@ -22,15 +23,28 @@
     }
   }
 
+  // Figures embedded by the server as JSON (<div data-plotly-figure><script type="application/json">).
+  function renderFigures(root) {
+    root.querySelectorAll("[data-plotly-figure]").forEach((div) => {
+      if (div.dataset.drawn) return;
+      const src = div.querySelector('script[type="application/json"]');
+      if (!src || !window.Plotly) return;
+      const fig = JSON.parse(src.textContent);
+      div.dataset.drawn = "1";
+      window.Plotly.newPlot(div, fig.data, fig.layout, { displayModeBar: false, responsive: true });
+    });
+  }
+
   function init(el) {
     if (el.getAttribute("data-lazy") === "1") loadFragment(el);
     else if (el.getAttribute("data-poll")) setTimeout(() => loadFragment(el), parseInt(el.getAttribute("data-poll"), 10));
   }
 
-  window.Precursor = { loadFragment, csrf };
+  window.Precursor = { loadFragment, csrf, renderFigures };
 
   document.addEventListener("DOMContentLoaded", () => {
     document.querySelectorAll("[data-fragment]").forEach(init);
+    renderFigures(document);
   });
 
   // Keyboard: "/" focuses search, "g i" inbox, "g b" board.
