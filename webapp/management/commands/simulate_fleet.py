@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from telemetry import migrate, store
 from telemetry.simulator import RunStats, SimConfig, simulate
 
-DEFAULTS = SimConfig(hosts=32, days=3, interval_s=60, failure_scale=100.0)
+DEFAULTS = SimConfig(hosts=24, days=3, interval_s=120, failure_scale=200.0)
 
 
 def parse_start(text: str) -> datetime:
@@ -31,7 +31,7 @@ def default_start(days: float) -> datetime:
 
 class Command(BaseCommand):
     help = ("Simulate a GPU fleet with failure precursors and write it through the ingestion writer. "
-            "Defaults load the demo fleet (32 hosts x 3 days at 60 s).")
+            "Defaults load the demo fleet (24 hosts x 3 days at 120 s).")
 
     def add_arguments(self, parser):
         parser.add_argument("--hosts", type=int, default=DEFAULTS.hosts, help="hosts of 8 GPUs (default %(default)s)")
