@@ -99,8 +99,27 @@ def start_job(kind: str, params: dict | None = None, *, user=None) -> Background
     if kind not in _KINDS:
         raise UnknownJobKind(f"unknown job kind {kind!r}; known: {', '.join(kinds())}")
     job = BackgroundJob.objects.create(kind=kind, params=params or {}, created_by=user)
+    _audit(job, "job.started", user)
     transaction.on_commit(lambda: enqueue(job.pk))
     return job
+
+
+def _audit(job: BackgroundJob, verb: str, actor=None) -> None:
+    """Jobs about a case or hypothesis appear in its activity timeline."""
+    from investigations.models import Case, Hypothesis
+    from investigations.services import activity
+
+    params = job.params or {}
+    case = Case.objects.filter(pk=params["case_id"]).first() if str(params.get("case_id", "")).isdigit() else None
+    hypothesis = (
+        Hypothesis.objects.filter(pk=params["hypothesis_id"]).first()
+        if str(params.get("hypothesis_id", "")).isdigit()
+        else None
+    )
+    if case is None and hypothesis is None and verb != "job.started":
+        return
+    activity.record(actor, verb, case=case, hypothesis=hypothesis, job_id=job.pk, kind=job.kind,
+                    state=job.state)
 
 
 def claim(job_id: int) -> BackgroundJob | None:
@@ -146,6 +165,8 @@ def run(job_id: int) -> str:
     BackgroundJob.objects.filter(pk=job_id, state=State.RUNNING).update(
         state=final, finished_at=timezone.now(), **fields
     )
+    job.refresh_from_db()
+    _audit(job, f"job.{final}")
     return final
 
 

@@ -85,3 +85,15 @@ def test_jobs_left_running_by_a_dead_process_are_run_again_at_start(worker, clea
     assert wait_for(orphan.pk).state == "succeeded"
     assert wait_for(queued.pk).state == "succeeded"
     assert BackgroundJob.objects.get(pk=orphan.pk).attempts == 2
+
+
+def test_a_job_about_a_case_appears_in_its_activity_timeline(worker, clean_store, investigator):
+    from investigations.models import AuditEvent, Case
+
+    case = Case.objects.create(cluster="c1", job_id="77", job_name="llm-7", state="NODE_FAIL",
+                               t0="2026-11-30T04:12:07Z", n_hosts=1, hosts=["n1"], opened_by=investigator)
+    with transaction.atomic():
+        job = jobs.start_job("store_summary", {"case_id": case.pk}, user=investigator)
+    assert wait_for(job.pk).state == "succeeded"
+    verbs = list(AuditEvent.objects.filter(case=case).order_by("pk").values_list("verb", "actor__username"))
+    assert verbs == [("job.started", "alice"), ("job.succeeded", None)]
