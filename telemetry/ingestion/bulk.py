@@ -96,8 +96,12 @@ def read_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str) ->
         raw, first_line = _read_jsonl(data, schema.TABLES[table]), None
     else:
         raw, first_line = _read_parquet(data), 1
+    if raw.table.num_columns == 0:
+        return BulkResult(schema.TABLES[table].empty_table(), 0)  # an empty file: nothing to store
     lines = raw.line_numbers if first_line is None else None
-    return _conform(raw.table, table, cluster, lambda i: lines[i] if lines is not None else i + first_line)
+    header_line = 1 if fmt == "csv" else None
+    return _conform(raw.table, table, cluster, lambda i: lines[i] if lines is not None else i + first_line,
+                    header_line)
 
 
 class _Raw(NamedTuple):
@@ -106,17 +110,25 @@ class _Raw(NamedTuple):
 
 
 def _read_csv(data: bytes) -> _Raw:
-    text_head = data[:65536].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-    if not text_head:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise IngestError("not UTF-8 text", line=data[: err.start].count(b"\n") + 1) from None
+    try:
+        names = next(csv.reader(io.StringIO(text, newline="")), [])
+    except csv.Error as err:
+        raise IngestError(f"not a CSV header: {err}", line=1) from None
+    if not any(n.strip() for n in names):
         raise IngestError("empty CSV: the first line must be a header naming the columns", line=1)
-    names = next(csv.reader([text_head]))
+    if len(set(names)) != len(names):
+        raise IngestError("the header names a column twice", line=1)
     try:
         t = pacsv.read_csv(
             io.BytesIO(data),
             convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
                                                  strings_can_be_null=False),
         )
-    except pa.ArrowInvalid as exc:
+    except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:
         _find_csv_error(data, len(names), exc)
         raise IngestError(f"not valid CSV: {exc}") from None
     return _Raw(t)
@@ -205,14 +217,14 @@ def _read_parquet(data: bytes) -> _Raw:
 # --- conversion to the table schema -------------------------------------------------------
 
 
-def _conform(raw: pa.Table, table_name: str, cluster: str, line_of) -> BulkResult:
+def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line: int | None) -> BulkResult:
     target = schema.TABLES[table_name]
     extra = [c for c in raw.column_names if target.get_field_index(c) < 0]
     if extra:
         raise IngestError(
             f"column(s) {', '.join(map(repr, extra))} not in table {table_name} "
             f"(its columns: {', '.join(target.names)})",
-            line=1 if line_of(0) == 2 else None, field=extra[0],
+            line=header_line, field=extra[0],
         )
     n = raw.num_rows
     out = []
@@ -223,7 +235,7 @@ def _conform(raw: pa.Table, table_name: str, cluster: str, line_of) -> BulkResul
         elif field.name in _OPTIONAL_DEFAULTS:
             out.append(_default_column(field, n, cluster))
         else:
-            raise IngestError(f"required column missing for table {table_name}", line=1 if line_of(0) == 2 else None,
+            raise IngestError(f"required column missing for table {table_name}", line=header_line,
                               field=field.name)
     result = pa.Table.from_arrays(out, schema=target)
     dropped = 0
@@ -320,6 +332,7 @@ def _to_number(col: pa.Array, typ: pa.DataType, name: str, line_of, *, allow_nan
     return pa.array(out, type=typ)
 
 
+_MIN_MS, _MAX_MS = -2_208_988_800_000, 10_413_792_000_000  # DateTime64(3) range: 1900 .. 2300
 _UNIT_LIMITS = ((1e11, 1000.0), (1e14, 1.0), (1e17, 1e-3), (math.inf, 1e-6))  # value -> ms multiplier
 
 
@@ -347,7 +360,13 @@ def _to_timestamp(col: pa.Array, name: str, line_of, *, nullable: bool) -> pa.Ar
     if out.null_count and not nullable:
         i = pc.index(pc.is_null(out), True).as_py()
         raise IngestError("missing time", line=line_of(i), field=name)
-    return out.cast(target)
+    out = out.cast(target)
+    as_ms = out.cast(pa.int64())
+    bad = pc.or_(pc.less(as_ms, _MIN_MS), pc.greater_equal(as_ms, _MAX_MS))
+    if pc.any(bad).as_py():
+        i = pc.index(bad, True).as_py()
+        raise IngestError("time out of range (1900-01-01 .. 2299-12-31)", line=line_of(i), field=name)
+    return out
 
 
 def _epoch_to_ts(values: np.ndarray, name: str, line_of, nullable: bool) -> pa.Array:
@@ -361,6 +380,10 @@ def _epoch_to_ts(values: np.ndarray, name: str, line_of, nullable: bool) -> pa.A
         sel = (values >= lower) & (values < limit) & ~nulls
         ms[sel] = values[sel] * mult
         lower = limit
+    too_big = ms >= _MAX_MS
+    if too_big.any():
+        i = int(np.argmax(too_big))
+        raise IngestError(f"time out of range (after 2299): {values[i]!r}", line=line_of(i), field=name)
     arr = pa.array(np.round(ms).astype(np.int64), mask=nulls, type=pa.int64())
     return arr.cast(schema.TS)
 
