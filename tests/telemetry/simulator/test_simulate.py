@@ -98,7 +98,7 @@ def test_every_manifest_precursor_is_visible_in_the_store_at_its_onset(loaded):
             assert prior.min() == 1 and v == 0, s
         else:
             med = np.median(prior)
-            spread = max(np.median(np.abs(prior - med)) * 6, 0.1 * abs(med), 0.5)
+            spread = max(np.median(np.abs(prior - med)) * 4, 0.1 * abs(med), 0.5)
             assert abs(v - med) > spread, s
         checked += 1
     assert checked > 0
