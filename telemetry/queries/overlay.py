@@ -1,10 +1,32 @@
-"""The case overlay: signals from every layer aligned on t0, each against its healthy peers.
+"""The case overlay: signals from every layer aligned on t0, each against a band of healthy values.
 
 ``run_overlay(OverlayQuery) -> OverlayResult``. For every signal (metric, host,
-component) it returns the affected series (x = seconds relative to t0), the
-peer band of the same metric on the same component family (``gpu3`` ->
-every ``gpuN`` of the peer hosts) as p5/median/p95 per time bucket, and the
-events (XID/SXID, link down/up, job state) on the affected hosts as markers.
+component) it returns the affected series (x = seconds relative to t0), a band
+of the same metric on the same component family (``gpu3`` -> every ``gpuN``) as
+p5/median/p95 per time bucket, and the events (XID/SXID, link down/up, job
+state) on the affected hosts as markers.
+
+Two band definitions (``OverlayResult.band_source`` says which one was used)
+--------------------------------------------------------------------------
+* ``"fleet"``: the p5/median/p95 of the metric over *every* component of the
+  family in the cluster at the same minute, read from the ``band_1m`` rollup
+  (migration 0006: t-digest states per cluster, metric, family and minute,
+  merged over the minutes of a chart bucket). The affected hosts are part of
+  that fleet, but a negligible share of it. Each series counts one value per
+  minute: its mean, or its max (metric bad ``up``) or min (bad ``down``), as the
+  rollup line of the series itself; counters their within-minute rate. The
+  quantiles are t-digest estimates (within a few percent of the spread), and
+  ``n`` is the number of series-minutes in the bucket. One band per (metric,
+  family), shared by every signal on it.
+* ``"peers"``: pooled over the explicit ``peers`` hosts only, computed from the
+  samples (``quantilesExactInclusive``, numpy's default ``percentile``), ``n``
+  being the peer samples in the bucket.
+
+``OverlayQuery.band`` picks: ``"auto"`` (default) takes the fleet band where
+the window reads the rollup and the peers band on raw-resolution windows;
+``"fleet"`` / ``"peers"`` force one. A (metric, family) with no fleet rows
+(e.g. counters written one sample per insert, which give no within-minute
+rate) falls back to the peers band when peers are given.
 
 How it reads the store
 ----------------------
@@ -19,15 +41,14 @@ How it reads the store
   values (``last``).
 * Gauges on the rollup: each minute is represented by its worst value in the
   metric's ``bad`` direction (max for ``up``, min for ``down``, mean for
-  ``none``), so a spike inside a minute stays visible; the band uses the same
+  ``none``), so a spike inside a minute stays visible; both bands use the same
   rule, so the line and the band stay comparable.
 * Downsampling is server-side: ``largestTriangleThreeBuckets(max_points)`` per
-  series (keeps spikes), bucketed ``quantilesExactInclusive`` for the bands
-  (pooled over the peer samples in the bucket; the same definition as numpy's
-  default ``percentile``).
-* Three queries per overlay, whatever the number of signals: one for all
-  affected series, one for all bands, one for the events. Each has a tag and a
-  ``max_execution_time``.
+  series (keeps spikes).
+* At most three queries per overlay, whatever the number of signals: one for
+  all affected series, one for all bands, one for the events, run at the same
+  time on worker threads (each with its own client; the engine runs them in
+  parallel). Each has a tag and a ``max_execution_time``.
 
 Validation happens before any SQL is built: a metric must be a catalog name
 (or alias) or one of ``extra_metrics``; a host must be in ``allowed_hosts``
@@ -39,6 +60,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Collection, Iterable
@@ -56,6 +79,10 @@ MAX_EVENTS = 2000
 # Raw counters: read a little before the window so the first point has a predecessor.
 RAW_COUNTER_MARGIN_S = 300
 EVENT_KINDS = ("xid", "sxid", "link_down", "link_up", "job_state")
+BAND_MODES = ("auto", "fleet", "peers")
+BAND_TABLE = "band_1m"
+# The SQL twin of component_family(); band_1m (migration 0006) stores families made by the same expression.
+FAMILY_SQL = "replaceRegexpAll(component, '[0-9]+', '')"
 QUERY_TIMEOUT_S = 20
 
 _COMPONENT_RE = re.compile(r"^[A-Za-z0-9_./:\-]{0,64}$")
@@ -86,6 +113,7 @@ class OverlayQuery:
     signals: list[SignalSpec]
     peers: list[str] = field(default_factory=list)
     max_points: int = 600
+    band: str = "auto"  # auto | fleet | peers: see the module docstring
 
 
 @dataclass
@@ -94,7 +122,7 @@ class Band:
     p5: np.ndarray
     median: np.ndarray
     p95: np.ndarray
-    n: np.ndarray  # peer samples per bucket
+    n: np.ndarray  # values per bucket: peer samples ("peers") or series-minutes ("fleet")
 
 
 @dataclass
@@ -134,6 +162,7 @@ class OverlayResult:
     series: list[SignalSeries]
     events: list[EventMarker]
     peers: list[str]
+    band_source: str = ""  # "fleet", "peers", "fleet+peers" (fleet with a peers fallback) or "" (no band)
 
 
 def component_family(component: str) -> str:
@@ -180,6 +209,8 @@ def validate(q: OverlayQuery, *, allowed_hosts: Collection[str] | None, extra_me
         raise InvalidSignal("signals: at least one signal is needed")
     if len(q.signals) > MAX_SIGNALS:
         raise InvalidSignal(f"signals: {len(q.signals)} given, at most {MAX_SIGNALS}")
+    if q.band not in BAND_MODES:
+        raise InvalidSignal(f"band {q.band!r}: must be one of {', '.join(BAND_MODES)}")
     if len(q.peers) > MAX_PEERS:
         raise InvalidSignal(f"peers: {len(q.peers)} given, at most {MAX_PEERS}")
     for i, s in enumerate(q.signals):
@@ -221,8 +252,11 @@ class _Plan:
     params: dict
 
 
-_SERIES_FILTER = "(metric, host, component) IN {keys:Array(Tuple(String, String, String))}"
-_BAND_FILTER = "(metric, replaceRegexpAll(component, '[0-9]+', '')) IN {fams:Array(Tuple(String, String))}"
+# component IN lets the primary key (cluster, metric, host, component, ts) narrow to the exact series.
+_SERIES_FILTER = (
+    "component IN {components:Array(String)} AND (metric, host, component) IN {keys:Array(Tuple(String, String, String))}"
+)
+_BAND_FILTER = f"(metric, {FAMILY_SQL}) IN {{fams:Array(Tuple(String, String))}}"
 
 
 def _rated_sql(source: str, series_filter: str) -> str:
@@ -278,7 +312,7 @@ def _band_sql(source: str) -> str:
     if source == "samples_1m":
         return _ROLLUP_BAND_SQL
     return (
-        "SELECT metric, replaceRegexpAll(component, '[0-9]+', '') AS fam, "
+        f"SELECT metric, {FAMILY_SQL} AS fam, "
         "intDiv(x - {x0:Float64}, {bucket:Float64}) AS b, "
         "quantilesExactInclusive(0.05, 0.5, 0.95)(y) AS q, count() AS n "
         f"FROM ({_rated_sql(source, _BAND_FILTER)}) "
@@ -311,13 +345,58 @@ _ROLLUP_BAND_ROWS = (
     f"AND {_BAND_FILTER})"
 )
 _ROLLUP_BAND_SQL = (
-    "SELECT metric, replaceRegexpAll(component, '[0-9]+', '') AS fam, "
+    f"SELECT metric, {FAMILY_SQL} AS fam, "
     "intDiv(x - {x0:Float64}, {bucket:Float64}) AS b, "
     "quantilesExactInclusive(0.05, 0.5, 0.95)(y) AS q, count() AS n "
     f"FROM ({_ROLLUP_BAND_ROWS}) "
     "WHERE x >= {x0:Float64} AND isFinite(y) "
     "GROUP BY metric, fam, b ORDER BY metric, fam, b"
 )
+
+
+def _band_table() -> str:
+    """band_1m, or on a cluster every shard's band_1m_local (states merge across shards)."""
+    cluster = store.config().cluster
+    if not cluster:
+        return BAND_TABLE
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", cluster):
+        raise InvalidSignal(f"store cluster name {cluster!r} is not a valid identifier")
+    return f"cluster('{cluster}', currentDatabase(), {BAND_TABLE}_local)"
+
+
+def fleet_band_bucket(source: str, bucket_s: float) -> float:
+    """The fleet band is per minute at best: a raw-resolution chart gets one-minute band buckets."""
+    return bucket_s if source == "samples_1m" else max(60.0, math.ceil(bucket_s / 60.0) * 60.0)
+
+
+def _fleet_band_sql() -> str:
+    """Rows (metric, fam, b, [p5, p50, p95], n) from band_1m: one merge per (metric, family, bucket).
+
+    Only the state the metric needs is merged: the within-minute rate for counters, the
+    minute max / min / mean for gauges by bad direction (the same rule as the rollup line)."""
+    counter = "has({counters:Array(String)}, metric)"
+    up = f"NOT {counter} AND has({{bad_up:Array(String)}}, metric)"
+    down = f"NOT {counter} AND has({{bad_down:Array(String)}}, metric)"
+    mean = f"NOT {counter} AND NOT has({{bad_up:Array(String)}}, metric) AND NOT has({{bad_down:Array(String)}}, metric)"
+    inner = (
+        "SELECT metric, family AS fam, "
+        "toInt64(floor((toUnixTimestamp(ts) - {t0f:Float64} - {x0:Float64}) / {fbucket:Float64})) AS b, "
+        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(rate_q, {counter}) AS q_rate, "
+        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(max_q, {up}) AS q_max, "
+        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(min_q, {down}) AS q_min, "
+        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(mean_q, {mean}) AS q_mean, "
+        "sum(level_n) AS n_level, sum(rate_n) AS n_rate "
+        f"FROM {_band_table()} "
+        "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} "
+        "AND family IN {families:Array(String)} AND (metric, family) IN {fams:Array(Tuple(String, String))} "
+        "AND ts >= toDateTime({start:DateTime64(3, 'UTC')}) AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
+        "GROUP BY metric, fam, b"
+    )
+    return (
+        f"SELECT metric, fam, b, multiIf({counter}, q_rate, {up}, q_max, {down}, q_min, q_mean) AS q, "
+        f"if({counter}, n_rate, n_level) AS n "
+        f"FROM ({inner}) WHERE n > 0 ORDER BY metric, fam, b"
+    )
 
 
 EVENTS_SQL = (
@@ -358,6 +437,10 @@ def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
         "x0": float(q.start_offset_s),
         "bucket": float(bucket),
         "n": int(q.max_points),
+        "components": sorted({s.component for s in q.signals}),
+        "families": sorted({f for _, f in fams}),
+        "t0f": t0.timestamp(),
+        "fbucket": fleet_band_bucket(source, bucket),
     }
     return _Plan(source, bucket, lo, start, end, params)
 
@@ -365,6 +448,26 @@ def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
 def _canonical(name: str, resolved: dict[str, catalog.Metric | None]) -> str:
     m = resolved.get(name)
     return m.name if m is not None else name
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_guard = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    # Long-lived workers keep their per-thread store clients between overlays.
+    global _pool
+    with _pool_guard:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="overlay")
+        return _pool
+
+
+def band_mode(q: OverlayQuery, source: str) -> str:
+    """'fleet' or 'peers': the band definition an overlay asks for (see the module docstring)."""
+    if q.band != "auto":
+        return q.band
+    return "fleet" if source == "samples_1m" else "peers"
 
 
 def run_overlay(
@@ -387,40 +490,59 @@ def run_overlay(
     p = plan(q, resolved)
     affected_hosts = sorted({s.host for s in q.signals})
     peers = sorted(set(q.peers) - set(affected_hosts))
+    mode = band_mode(q, p.source)
 
-    series_rows = store.query_rows(
-        _series_sql(p.source), {**p.params, "hosts": affected_hosts}, tag="overlay.series", timeout_s=timeout_s
+    def peers_band(fams) -> list:
+        if not peers or not fams:
+            return []
+        return store.query_rows(_band_sql(p.source), {**p.params, "hosts": peers, "fams": fams},
+                                tag="overlay.bands", timeout_s=timeout_s)
+
+    def band() -> tuple[list, list]:
+        if mode == "peers":
+            return [], peers_band(p.params["fams"])
+        fleet = store.query_rows(_fleet_band_sql(), p.params, tag="overlay.fleet_bands", timeout_s=timeout_s)
+        have = {(r[0], r[1]) for r in fleet}
+        return fleet, peers_band([f for f in p.params["fams"] if tuple(f) not in have])
+
+    pool = _executor()
+    series_job = pool.submit(
+        store.query_rows, _series_sql(p.source), {**p.params, "hosts": affected_hosts},
+        tag="overlay.series", timeout_s=timeout_s,
     )
-    band_rows = (
-        store.query_rows(_band_sql(p.source), {**p.params, "hosts": peers}, tag="overlay.bands", timeout_s=timeout_s)
-        if peers
-        else []
-    )
-    event_rows = store.query_rows(
-        EVENTS_SQL,
+    band_job = pool.submit(band)
+    event_job = pool.submit(
+        store.query_rows, EVENTS_SQL,
         {"cluster": q.cluster, "hosts": affected_hosts, "start": p.start, "end": p.end,
          "kinds": list(EVENT_KINDS), "limit": MAX_EVENTS},
-        tag="overlay.events",
-        timeout_s=timeout_s,
+        tag="overlay.events", timeout_s=timeout_s,
     )
-    return _assemble(q, p, resolved, series_rows, band_rows, event_rows, peers)
+    fleet_rows, peer_rows = band_job.result()
+    series_rows, event_rows = series_job.result(), event_job.result()
+    band_source = "+".join(name for name, rows in (("fleet", fleet_rows), ("peers", peer_rows)) if rows)
+    return _assemble(q, p, resolved, series_rows, fleet_rows, peer_rows, event_rows, peers, band_source)
 
 
-def _assemble(q, p: _Plan, resolved, series_rows, band_rows, event_rows, peers) -> OverlayResult:
+def _bands(rows, x0: float, bucket_s: float) -> dict[tuple[str, str], Band]:
+    grouped: dict[tuple[str, str], list] = {}
+    for metric, fam, b, qs, n in rows:
+        grouped.setdefault((metric, fam), []).append((b, qs[0], qs[1], qs[2], n))
+    out = {}
+    for key, items in grouped.items():
+        a = np.asarray(items, dtype=float)
+        out[key] = Band(x=x0 + (a[:, 0] + 0.5) * bucket_s, p5=a[:, 1], median=a[:, 2], p95=a[:, 3],
+                        n=a[:, 4].astype(int))
+    return out
+
+
+def _assemble(q, p: _Plan, resolved, series_rows, fleet_rows, peer_rows, event_rows, peers,
+              band_source: str) -> OverlayResult:
     by_key = {}
     for metric, host, component, pts in series_rows:
         arr = np.asarray(pts, dtype=float).reshape(-1, 2) if pts else np.empty((0, 2))
         by_key[(metric, host, component)] = arr
-    bands: dict[tuple[str, str], list] = {}
-    for metric, fam, b, qs, n in band_rows:
-        bands.setdefault((metric, fam), []).append((b, qs[0], qs[1], qs[2], n))
-    band_objs: dict[tuple[str, str], Band] = {}
-    for key, rows in bands.items():
-        a = np.asarray(rows, dtype=float)
-        band_objs[key] = Band(
-            x=q.start_offset_s + (a[:, 0] + 0.5) * p.bucket_s,
-            p5=a[:, 1], median=a[:, 2], p95=a[:, 3], n=a[:, 4].astype(int),
-        )
+    band_objs = _bands(peer_rows, q.start_offset_s, p.bucket_s)
+    band_objs.update(_bands(fleet_rows, q.start_offset_s, p.params["fbucket"]))
     out = []
     for s in q.signals:
         m = resolved.get(s.metric)
@@ -452,7 +574,7 @@ def _assemble(q, p: _Plan, resolved, series_rows, band_rows, event_rows, peers) 
     ]
     return OverlayResult(
         cluster=q.cluster, t0=t0, start_offset_s=q.start_offset_s, end_offset_s=q.end_offset_s,
-        source=p.source, bucket_s=p.bucket_s, series=out, events=events, peers=peers,
+        source=p.source, bucket_s=p.bucket_s, series=out, events=events, peers=peers, band_source=band_source,
     )
 
 
