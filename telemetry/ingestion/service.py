@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry import schema, store, writer, xid
-from telemetry.ingestion import bulk, kernel_log, normalize, prometheus_text, remote_write, sacct
+from telemetry.ingestion import bulk, kernel_log, normalize, prometheus_text, sacct
 from telemetry.ingestion.errors import IngestError
 
 
@@ -121,7 +121,7 @@ def ingest_prometheus_text(
 
 def parse_remote_write(body: bytes, cluster: str) -> normalize.NormalizeResult:
     cluster = _check_cluster(cluster)
-    return normalize.rw_series_to_table(remote_write.decode_write_request(body), cluster=cluster)
+    return normalize.decode_to_table(body, cluster=cluster)
 
 
 def ingest_remote_write(body: bytes, cluster: str) -> IngestReport:
