@@ -137,12 +137,17 @@ def _pci_map(cluster: str, hosts: list[str]) -> dict[tuple[str, str], str]:
     """(host, normalised pci bus id) -> component, from the newest inventory."""
     if not hosts:
         return {}
-    rows = store.query_rows(
-        "SELECT host, pci_bus_id, component FROM components FINAL "
-        "WHERE cluster = {cluster:String} AND host IN {hosts:Array(String)} AND pci_bus_id != ''",
-        {"cluster": cluster, "hosts": hosts},
-        tag="ingest:kernel-log:pci-map",
-    )
+    try:
+        rows = store.query_rows(
+            "SELECT host, pci_bus_id, component FROM components FINAL "
+            "WHERE cluster = {cluster:String} AND host IN {hosts:Array(String)} AND pci_bus_id != ''",
+            {"cluster": cluster, "hosts": hosts},
+            tag="ingest:kernel-log:pci-map",
+        )
+    except (store.StoreLocked, store.StoreUnavailable):
+        raise
+    except Exception as exc:  # a store failure, not bad input: the sender should retry
+        raise store.StoreUnavailable(f"cannot read the inventory: {exc}") from exc
     out: dict[tuple[str, str], str] = {}
     for host, pci, component in rows:
         try:
