@@ -368,6 +368,11 @@ def inbox_chart(request):
     if causes:
         figures.append(("cases per week, by root cause (current verdicts)",
                         charts.interruptions_bar(pd.DataFrame(causes), color_by="cause")))
+    for _, fig in figures:
+        # One tick and one bar-width per week: with few weeks plotly otherwise spreads a bar
+        # over the whole axis and repeats day ticks.
+        fig.update_xaxes(dtick=7 * 86400000, tickformat="%b %d")
+        fig.update_traces(width=5 * 86400000)
     return render(request, "investigations/_inbox_chart.html", {
         "figures": [(title, json_for_html(fig.to_json())) for title, fig in figures], "empty": weekly.empty})
 

@@ -16,6 +16,12 @@
   const preset = document.getElementById("window-preset");
   const metricSel = document.getElementById("pick-metric");
   const targetIn = document.getElementById("pick-target");
+  // Without WebGL (remote desktops, GPU-less VMs, headless browsers) scattergl cannot draw:
+  // the same traces as SVG still show everything at our server-side point counts.
+  const webgl = (() => {
+    try { const c = document.createElement("canvas"); return !!(c.getContext("webgl") || c.getContext("experimental-webgl")); }
+    catch (err) { return false; }
+  })();
   let seq = 0;
   let drawing = false;
   let bound = false;
@@ -88,6 +94,7 @@
     if (!resp.ok) { message(body.error || `The server answered ${resp.status}.`, true); setStatus(""); return; }
     if (!body.figure) { message(body.message || "Nothing to draw.", false); setStatus(""); return; }
     if (!overlayEl.classList.contains("js-plotly-plot")) overlayEl.textContent = "";
+    if (!webgl) body.figure.data.forEach((t) => { if (t.type === "scattergl") t.type = "scatter"; });
     drawing = true;
     try {
       await window.Plotly.react(overlayEl, body.figure.data, body.figure.layout, {
@@ -157,8 +164,11 @@
   const copy = document.getElementById("copy-link");
   copy.addEventListener("click", async () => {
     const link = window.location.href;
-    try { await navigator.clipboard.writeText(link); }
-    catch (err) {
+    try {
+      // The clipboard API can wait on a permission prompt: fall back after a second.
+      await Promise.race([navigator.clipboard.writeText(link),
+        new Promise((_, reject) => setTimeout(() => reject(new Error("clipboard timeout")), 1000))]);
+    } catch (err) {
       const t = document.createElement("textarea");
       t.value = link; document.body.appendChild(t); t.select();
       try { document.execCommand("copy"); } catch (e) { /* the status below still shows the link */ }

@@ -1,0 +1,190 @@
+"""The workspace in headless Chromium (Playwright against Debian's /usr/bin/chromium; never a
+downloaded browser): log in, open an interruption, add a signal and see the overlay drawn,
+zoom, follow a permalink, pin a hypothesis, record a verdict, find it on the board.
+Screenshots go to test-artifacts/ at the repo root (git-ignored)."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.investigations.test_pages import write_fleet
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", "--disable-sync"]
+CLUSTER = "browser"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} is missing on CI: install Debian's chromium package (apt-get install chromium)")
+        pytest.skip(f"{CHROMIUM} not installed: apt-get install chromium to run the browser tests")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an asyncio loop running in this thread; Django then refuses
+    # the test database's set-up and flush here unless told that this thread is sync code.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.js_errors = errors
+    yield pg
+    context.close()
+
+
+@pytest.fixture
+def fleet(clean_store):
+    write_fleet(CLUSTER)
+    return CLUSTER
+
+
+def log_in(page, base: str, username: str, path: str = "/"):
+    page.goto(base + path)
+    assert "/login/" in page.url  # anonymous people land on the login page
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "correct-horse-1")
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(re.escape(base + path).replace(r"\?", r"\?") + "$"))
+
+
+def wait_drawn(page, timeout_ms: int = 60000) -> None:
+    """Wait for the overlay to be drawn; on timeout say what the page showed instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_selector('#overlay[data-state="drawn"]', timeout=timeout_ms)
+    except PlaywrightTimeout:
+        state = page.get_attribute("#overlay", "data-state")
+        raise AssertionError(f"overlay not drawn (state {state!r}): {page.inner_text('#overlay')[:300]!r}; "
+                             f"status {page.inner_text('#overlay-status')!r}; js errors {page.js_errors}") from None
+
+
+def no_horizontal_scroll(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+
+
+def test_investigator_opens_an_interruption_charts_a_signal_pins_and_records_a_verdict(page, live_server, fleet, investigator):
+    ARTIFACTS.mkdir(exist_ok=True)
+    base = live_server.url
+    log_in(page, base, "alice")
+    row = page.locator("tr", has_text="llm-405b-7")
+    assert "XID 79 gpu3@n01" in row.inner_text()
+    page.wait_for_selector(".inbox-chart [data-plotly-figure] .main-svg")  # the weekly bars are drawn
+    assert no_horizontal_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / "inbox.png"), full_page=True)
+
+    row.locator("button.open-case").click()
+    page.wait_for_url(re.compile(r"/cases/\d+/$"))
+    case_url = page.url
+    assert "Case #" in page.inner_text("h1")
+
+    # The picker knows the topology: click the GPU, choose a GPU metric, add it.
+    page.click('#topology button.target[data-target="n01/gpu3"]')
+    assert page.input_value("#pick-target") == "n01/gpu3"
+    page.select_option("#pick-metric", "gpu.pcie.replay")
+    page.click("#add-signal")
+    wait_drawn(page)
+    assert "s=gpu.pcie.replay@n01/gpu3" in page.url
+    # Lines, the peers' shaded band and the event ticks are in the drawing.
+    assert page.locator("#overlay .scatterlayer .trace").count() >= 4
+    assert page.locator("#overlay .js-fill").count() >= 1
+    assert page.locator("#overlay .legendtext", has_text="peers p5–p95").count() == 1
+    assert page.locator("#overlay .legendtext", has_text="XID").count() == 1
+    page.click("#topology button.target[data-target='n01']")
+    page.select_option("#pick-metric", "cooling.inlet_temp")
+    page.click("#add-signal")
+    page.wait_for_function("document.querySelector('#signal-chips').children.length === 2")
+    wait_drawn(page)
+    page.wait_for_selector("#differences table.differences", timeout=30000)
+    assert no_horizontal_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / "case-overlay.png"), full_page=True)
+
+    # Zooming on the x axis re-queries the narrower window and rewrites the URL.
+    page.evaluate("Plotly.relayout(document.getElementById('overlay'), {'xaxis.range[0]': -1800, 'xaxis.range[1]': 120})")
+    page.wait_for_function("location.search.includes('w=-1800,120')")
+    wait_drawn(page)
+    status = page.inner_text("#overlay-status")
+    assert "raw" in status and "4 peer hosts" in status
+    page.click("#copy-link")
+    page.wait_for_function("document.getElementById('overlay-status').textContent.includes('link copied')")
+    permalink = page.url
+
+    # The permalink shows the same view in a fresh page.
+    other = page.context.new_page()
+    other.goto(permalink)
+    other.js_errors = []
+    wait_drawn(other)
+    chips = other.locator("#signal-chips .chip").all_inner_texts()
+    assert [c.replace("×", "").strip() for c in chips] == ["gpu.pcie.replay n01/gpu3", "cooling.inlet_temp n01"]
+    assert other.input_value("#w-start") == "-30"
+    other.close()
+
+    # Pin a hypothesis (with markup in it), from the "what's different" row.
+    page.goto(case_url)
+    page.wait_for_selector("#differences .pin-this", timeout=30000)
+    page.locator("#differences .pin-this").first.click()
+    assert page.input_value("#pin-form input[name=metric]") in ("gpu.pcie.replay", "gpu.temp")
+    page.fill("#pin-form textarea[name=statement]", "<b>PCIe replays</b> precede XID 79")
+    page.fill("#pin-form input[name=outcome]", "XID 79")
+    page.click("#pin-submit")
+    page.wait_for_selector("text=Pinned H")
+    assert page.locator("#hypotheses .statement").first.inner_text() == "<b>PCIe replays</b> precede XID 79"
+
+    # Record a verdict naming it; a rationale is required.
+    page.check("#verdict-form input[name=kind][value=confirmed]")
+    page.select_option("#verdict-form select[name=hypothesis]", index=1)
+    page.fill("#verdict-form textarea[name=rationale]", "replays climbed for 40 min before the XID; peers flat")
+    page.click("#verdict-submit")
+    page.wait_for_selector("text=Verdict recorded")
+    assert "Confirmed" in page.inner_text(".verdict-now")
+    page.wait_for_selector('#overlay[data-state]')
+    page.screenshot(path=str(ARTIFACTS / "case-verdict.png"), full_page=True)
+
+    # Find it on the board ("g b"), with its track record.
+    page.keyboard.press("g")
+    page.keyboard.press("b")
+    page.wait_for_url(base + "/board/")
+    board_row = page.locator("table.board tbody tr", has_text="PCIe replays")
+    assert board_row.count() == 1
+    text = board_row.inner_text()
+    assert "<b>PCIe replays</b>" in text and "✓1" in text and "XID 79" in text
+    assert no_horizontal_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / "board.png"), full_page=True)
+    assert page.js_errors == []
+
+
+def test_a_viewer_reads_the_case_without_verdict_controls(page, live_server, fleet, investigator, viewer):
+    from investigations.services import cases
+
+    case = cases.open_case(investigator, CLUSTER, "4242")
+    log_in(page, live_server.url, "victor", f"/cases/{case.pk}/?s=gpu.temp@n01/gpu3")
+    wait_drawn(page)
+    assert page.locator("#verdict-form").count() == 0
+    assert page.locator("text=record verdict").count() == 0
+    assert "needs the investigator role" in page.inner_text("#verdicts")
+    assert page.js_errors == []
