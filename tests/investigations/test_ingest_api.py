@@ -340,3 +340,28 @@ def test_the_rate_limit_counts_in_redis_when_configured(client, clean_store, tok
     finally:
         redis.Redis.from_url(url).delete(*redis.Redis.from_url(url).keys("precursor:ingest-rate:*") or ["_"])
         rate_limiter._redis = limiter_client
+
+
+def test_plain_dmesg_lines_use_the_boot_time_when_given_else_the_receive_time(client, clean_store, token):
+    line = "[  100.500000] NVRM: Xid (PCI:0000:18:00): 48, pid=7, name=python3, DBE.\n"
+    response = client.post(f"/api/ingest/kernel-log?host=gpu-a001&boot_ts={NOW}", data=line,
+                           content_type="text/plain", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+    before = int(time.time() * 1000)
+    response = client.post("/api/ingest/kernel-log?host=gpu-a002", data=line, content_type="text/plain",
+                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+    rows = dict(store.query_rows(
+        "SELECT host, (toUnixTimestamp64Milli(ts), attributes['time_source']) FROM events", tag="test"))
+    assert rows["gpu-a001"] == (NOW + 100_500, "")
+    assert rows["gpu-a002"][0] >= before - 1000 and rows["gpu-a002"][1] == "received"
+
+
+def test_bad_query_parameters_are_named(client, clean_store, token):
+    response = client.post("/api/ingest/kernel-log?year=last", data=XID, content_type="text/plain",
+                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 400 and response.json()["field"] == "year"
+    response = client.post("/api/ingest/prometheus?ts=yesterday", data=DCGM, content_type="text/plain",
+                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 400 and response.json()["field"] == "ts"
+    assert total_rows() == 0
