@@ -307,6 +307,14 @@ def test_pin_record_verdict_and_see_it_in_history(alice_client, case):
     assert verbs.count("verdict.recorded") == 2 and "hypothesis.pinned" in verbs
 
 
+def test_forms_return_to_the_view_they_were_sent_from(alice_client, case):
+    view = f"/cases/{case.pk}/?w=-3600,300&s=gpu.temp@n01/gpu3"
+    resp = alice_client.post(f"/cases/{case.pk}/comment", {"body": "look here", "next": view})
+    assert resp["Location"] == view + "#comments"
+    resp = alice_client.post(f"/cases/{case.pk}/comment", {"body": "again", "next": "https://evil.example/"})
+    assert resp["Location"] == f"/cases/{case.pk}/#comments"
+
+
 def test_a_verdict_needs_a_rationale(alice_client, case):
     resp = alice_client.post(f"/cases/{case.pk}/verdict", {"kind": "false_positive", "rationale": "  "})
     assert resp.status_code == 400 and b"rationale" in resp.content.lower()

@@ -37,6 +37,8 @@
     history.replaceState(null, "", caseUrl + viewQuery());
     const copy = document.getElementById("copy-link");
     if (copy) copy.dataset.permalink = window.location.href;
+    // Forms return to this view (window and signals) after a pin, verdict or comment.
+    document.querySelectorAll("input.view-next").forEach((i) => { i.value = caseUrl + viewQuery(); });
     const match = Array.from(preset.options).find((o) => o.value === state.w.join(","));
     preset.value = match ? match.value : "custom";
     document.getElementById("w-start").value = Math.round(state.w[0] / 60);
