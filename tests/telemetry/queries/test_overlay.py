@@ -143,3 +143,157 @@ def test_window_and_points_are_validated():
     with pytest.raises(InvalidSignal, match="max_points"):
         overlay.validate(OverlayQuery("c1", T0, -60, 0, [SignalSpec("gpu.temp", "n1", "gpu0")], max_points=1),
                          allowed_hosts=None)
+
+
+# ---- the fleet band rollup (band_1m, migration 0006) and the choice of band ----
+
+@pytest.fixture(autouse=True)
+def _empty_band_table(request):
+    # tests/conftest.py's clean_store empties the tables it knows; band_1m is emptied here too.
+    if "clean_store" in request.fixturenames:
+        store.command("TRUNCATE TABLE IF EXISTS band_1m")
+        yield
+        store.command("TRUNCATE TABLE IF EXISTS band_1m")
+    else:
+        yield
+
+
+def _band_rows(cluster: str, metric: str):
+    return store.query_rows(
+        "SELECT family, ts, quantilesTDigestMerge(0.05, 0.5, 0.95)(mean_q), quantilesTDigestMerge(0.05, 0.5, 0.95)(max_q), "
+        "quantilesTDigestMerge(0.05, 0.5, 0.95)(min_q), sum(level_n), "
+        "quantilesTDigestMerge(0.05, 0.5, 0.95)(rate_q), sum(rate_n) FROM band_1m "
+        "WHERE cluster = {c:String} AND metric = {m:String} GROUP BY family, ts ORDER BY family, ts",
+        {"c": cluster, "m": metric}, tag="test",
+    )
+
+
+def test_the_view_fills_band_1m_on_insert_with_minute_mean_max_and_min(clean_store):
+    minute = T0 - timedelta(minutes=30)
+    # Two series, six samples each in one minute: means 2.5 and 12.5, maxes 5 and 15, mins 0 and 10.
+    write_samples("c1", "a", "gpu0", "gpu.temp", every(minute, 10, 6), np.arange(6.0))
+    write_samples("c1", "b", "gpu1", "gpu.temp", every(minute, 10, 6), np.arange(6.0) + 10)
+    [(family, ts, mean_q, max_q, min_q, level_n, _, _)] = _band_rows("c1", "gpu.temp")
+    assert family == "gpu" and ts.replace(tzinfo=minute.tzinfo) == minute
+    assert level_n == 2  # one value per series and minute
+    assert sorted([mean_q[0], mean_q[2]]) == pytest.approx([2.5, 12.5])
+    assert sorted([max_q[0], max_q[2]]) == pytest.approx([5.0, 15.0])
+    assert sorted([min_q[0], min_q[2]]) == pytest.approx([0.0, 10.0])
+
+
+def test_counter_rates_are_within_the_minute_and_a_reset_minute_is_skipped(clean_store):
+    start = T0 - timedelta(minutes=30)
+    ts = every(start, 10, 18)  # three minutes, six samples each
+    # +4 per 10 s in minute 0; in minute 1 a reset (100 -> 2) makes last < first; minute 2 +8 per 10 s.
+    values = [100 + 4 * i for i in range(6)] + [120, 124, 2, 6, 10, 14] + [20 + 8 * i for i in range(6)]
+    write_samples("c1", "a", "gpu0", "gpu.pcie.replay", ts, values)
+    # One sample alone in a minute has no rate.
+    write_samples("c1", "b", "gpu0", "gpu.pcie.replay", [start + timedelta(seconds=5)], [7.0])
+    rows = _band_rows("c1", "gpu.pcie.replay")
+    assert [r[1].replace(tzinfo=start.tzinfo) for r in rows] == every(start, 60, 3)
+    rates = {r[1].replace(tzinfo=start.tzinfo): (r[6], r[7]) for r in rows}
+    assert rates[start][1] == 1 and rates[start][0][1] == pytest.approx(0.4)  # (120-100)/50 s
+    assert rates[start + timedelta(minutes=1)][1] == 0  # (14-120) < 0: the reset minute counts no rate
+    assert rates[start + timedelta(minutes=2)][1] == 1 and rates[start + timedelta(minutes=2)][0][1] == pytest.approx(0.8)
+    assert [r[5] for r in rows] == [2, 1, 1]  # level values still count every series-minute
+
+
+@pytest.mark.parametrize("component", ["gpu3", "nvswitch1", "mlx5_0/1", "psu0", "fan2", ""])
+def test_the_family_in_band_1m_is_component_family(clean_store, component):
+    write_samples("c1", "a", component, "gpu.temp", every(T0 - timedelta(minutes=5), 10, 6), np.arange(6.0))
+    [row] = _band_rows("c1", "gpu.temp")
+    assert row[0] == overlay.component_family(component)
+    [(sql_family,)] = store.query_rows(f"SELECT {overlay.FAMILY_SQL} FROM (SELECT {{c:String}} AS component)",
+                                       {"c": component}, tag="test")
+    assert sql_family == overlay.component_family(component)
+    assert overlay.component_family("mlx5_0/1") == "mlx_/" and overlay.component_family("gpu3") == "gpu"
+
+
+def _fleet(rng, minutes_back: int, hosts: int = 4, gpus: int = 8, metric: str = "gpu.temp"):
+    """Per-series samples for the last `minutes_back` minutes before T0; returns {(host, gpu): values}."""
+    ts = every(T0 - timedelta(minutes=minutes_back), 10, minutes_back * 6)
+    values = {}
+    for h in range(hosts):
+        for g in range(gpus):
+            vals = 60 + 3 * h + rng.normal(0, 2, len(ts))
+            values[(h, g)] = vals
+            write_samples("c1", f"p{h}", f"gpu{g}", metric, ts, vals)
+    return values
+
+
+# t-digest quantiles against numpy's on the same ~100 values: within this share of the p5-p95 spread.
+TDIGEST_TOLERANCE = 0.1
+
+
+def test_fleet_band_on_the_rollup_matches_numpy_within_the_tdigest_tolerance(clean_store):
+    rng = np.random.default_rng(11)
+    values = _fleet(rng, 30)
+    write_samples("c1", "bad", "gpu2", "gpu.temp", every(T0 - timedelta(minutes=30), 10, 180), np.full(180, 95.0))
+    q = OverlayQuery("c1", T0, -12 * 3600, 0, [SignalSpec("gpu.temp", "bad", "gpu2"), SignalSpec("gpu.temp", "bad", "gpu5")],
+                     max_points=600)
+    res = overlay.run_overlay(q, allowed_hosts={"bad"})
+    assert res.source == "samples_1m" and res.bucket_s == 120 and res.band_source == "fleet"
+    band = res.series[0].band
+    assert band is res.series[1].band  # one band per metric and family, shared by the signals on it
+    # gpu.temp is bad=up: each series counts its minute max; the fleet includes the affected host.
+    minute_max = {k: v.reshape(-1, 6).max(axis=1) for k, v in values.items()}
+    minute_max["bad"] = np.full(30, 95.0)
+    stacked = np.stack(list(minute_max.values()))  # (33 series, 30 minutes)
+    assert len(band.x) == 15
+    for i in range(15):
+        col = stacked[:, 2 * i: 2 * i + 2].ravel()
+        expected = np.percentile(col, [5, 50, 95])
+        assert band.n[i] == len(col) == 66
+        assert band.x[i] == pytest.approx(-1800 + 120 * i + 60)
+        tol = TDIGEST_TOLERANCE * (expected[2] - expected[0])
+        np.testing.assert_allclose([band.p5[i], band.median[i], band.p95[i]], expected, atol=tol)
+
+
+def test_explicit_peers_band_on_the_rollup_uses_only_the_peers(clean_store):
+    rng = np.random.default_rng(5)
+    values = _fleet(rng, 30)
+    q = OverlayQuery("c1", T0, -12 * 3600, 0, [SignalSpec("gpu.temp", "p0", "gpu0")], peers=["p1", "p2"],
+                     max_points=600, band="peers")
+    res = overlay.run_overlay(q, allowed_hosts={"p0", "p1", "p2"})
+    assert res.band_source == "peers"
+    band = res.series[0].band
+    # The peers band counts every peer rollup row (16 series x 2 minutes per 120 s bucket); p3 is not a peer.
+    assert list(band.n) == [32] * 15
+    peer_max = np.stack([v.reshape(-1, 6).max(axis=1) for (h, _), v in values.items() if h in (1, 2)])
+    np.testing.assert_allclose(band.median[0], np.percentile(peer_max[:, 0:2].ravel(), 50))
+    fleet = overlay.run_overlay(
+        OverlayQuery("c1", T0, -12 * 3600, 0, [SignalSpec("gpu.temp", "p0", "gpu0")], peers=["p1", "p2"], max_points=600),
+        allowed_hosts={"p0", "p1", "p2"})
+    assert fleet.band_source == "fleet" and list(fleet.series[0].band.n) == [64] * 15  # all 4 hosts x 8 GPUs
+
+
+def test_counters_without_fleet_rates_fall_back_to_the_peers_band(clean_store):
+    # One sample per insert: no series has two samples of a minute in one block, so band_1m has no rate.
+    start = T0 - timedelta(minutes=20)
+    for i in range(120):
+        for h in ("p1", "p2"):
+            write_samples("c1", h, "gpu0", "gpu.pcie.replay", [start + timedelta(seconds=10 * i)], [float(3 * i)])
+    # The peers band on the rollup reads rollup rows as stored; merged parts give one row per minute.
+    store.command("OPTIMIZE TABLE samples_1m FINAL")
+    q = OverlayQuery("c1", T0, -12 * 3600, 0, [SignalSpec("gpu.pcie.replay", "p1", "gpu0")], peers=["p2"], max_points=600)
+    res = overlay.run_overlay(q, allowed_hosts={"p1", "p2"})
+    assert res.band_source == "peers"
+    band = res.series[0].band
+    assert band is not None and len(band.x) == 10 and np.allclose(band.median, 0.3)  # +3 per 10 s
+
+
+def test_fleet_band_can_be_asked_for_on_a_raw_window(clean_store):
+    _fleet(np.random.default_rng(2), 10, hosts=2)
+    q = OverlayQuery("c1", T0, -600, 0, [SignalSpec("gpu.temp", "p0", "gpu0")], max_points=60, band="fleet")
+    res = overlay.run_overlay(q, allowed_hosts={"p0"})
+    assert res.source == "samples" and res.band_source == "fleet"
+    band = res.series[0].band
+    assert len(band.x) == 10 and list(band.n) == [16] * 10  # one-minute buckets at best
+    assert overlay.run_overlay(OverlayQuery("c1", T0, -600, 0, [SignalSpec("gpu.temp", "p0", "gpu0")], max_points=60),
+                               allowed_hosts={"p0"}).band_source == ""  # raw window, no peers: no band
+
+
+def test_band_mode_is_validated():
+    with pytest.raises(InvalidSignal, match="band 'nearby'"):
+        overlay.validate(OverlayQuery("c1", T0, -60, 0, [SignalSpec("gpu.temp", "n1", "gpu0")], band="nearby"),
+                         allowed_hosts=None)
