@@ -369,34 +369,33 @@ def fleet_band_bucket(source: str, bucket_s: float) -> float:
     return bucket_s if source == "samples_1m" else max(60.0, math.ceil(bucket_s / 60.0) * 60.0)
 
 
+# (state column, count column, parameter naming the metrics that read it)
+_FLEET_STATES = (
+    ("rate_q", "rate_n", "counters"),
+    ("max_q", "level_n", "up_gauges"),
+    ("min_q", "level_n", "down_gauges"),
+    ("mean_q", "level_n", "mean_gauges"),
+)
+
+
 def _fleet_band_sql() -> str:
     """Rows (metric, fam, b, [p5, p50, p95], n) from band_1m: one merge per (metric, family, bucket).
 
-    Only the state the metric needs is merged: the within-minute rate for counters, the
-    minute max / min / mean for gauges by bad direction (the same rule as the rollup line)."""
-    counter = "has({counters:Array(String)}, metric)"
-    up = f"NOT {counter} AND has({{bad_up:Array(String)}}, metric)"
-    down = f"NOT {counter} AND has({{bad_down:Array(String)}}, metric)"
-    mean = f"NOT {counter} AND NOT has({{bad_up:Array(String)}}, metric) AND NOT has({{bad_down:Array(String)}}, metric)"
-    inner = (
+    Only the state the metric needs is read: the within-minute rate for counters, the minute
+    max / min / mean for gauges by bad direction (the same rule as the rollup line). One branch
+    per state, because reading a state column deserialises every state in it even when unused."""
+    branches = [
         "SELECT metric, family AS fam, "
         "toInt64(floor((toUnixTimestamp(ts) - {t0f:Float64} - {x0:Float64}) / {fbucket:Float64})) AS b, "
-        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(rate_q, {counter}) AS q_rate, "
-        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(max_q, {up}) AS q_max, "
-        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(min_q, {down}) AS q_min, "
-        f"quantilesTDigestMergeIf(0.05, 0.5, 0.95)(mean_q, {mean}) AS q_mean, "
-        "sum(level_n) AS n_level, sum(rate_n) AS n_rate "
+        f"quantilesTDigestMerge(0.05, 0.5, 0.95)({state}) AS q, sum({count}) AS n "
         f"FROM {_band_table()} "
-        "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} "
+        f"WHERE cluster = {{cluster:String}} AND metric IN {{{param}:Array(String)}} "
         "AND family IN {families:Array(String)} AND (metric, family) IN {fams:Array(Tuple(String, String))} "
         "AND ts >= toDateTime({start:DateTime64(3, 'UTC')}) AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
         "GROUP BY metric, fam, b"
-    )
-    return (
-        f"SELECT metric, fam, b, multiIf({counter}, q_rate, {up}, q_max, {down}, q_min, q_mean) AS q, "
-        f"if({counter}, n_rate, n_level) AS n "
-        f"FROM ({inner}) WHERE n > 0 ORDER BY metric, fam, b"
-    )
+        for state, count, param in _FLEET_STATES
+    ]
+    return f"SELECT metric, fam, b, q, n FROM ({' UNION ALL '.join(branches)}) WHERE n > 0 ORDER BY metric, fam, b"
 
 
 EVENTS_SQL = (
@@ -441,6 +440,9 @@ def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
         "families": sorted({f for _, f in fams}),
         "t0f": t0.timestamp(),
         "fbucket": fleet_band_bucket(source, bucket),
+        "up_gauges": [m for m in bad_up if m not in counters],
+        "down_gauges": [m for m in bad_down if m not in counters],
+        "mean_gauges": [m for m in metrics if m not in counters and m not in bad_up and m not in bad_down],
     }
     return _Plan(source, bucket, lo, start, end, params)
 

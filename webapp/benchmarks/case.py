@@ -169,13 +169,12 @@ def _raw_sql(q: OverlayQuery) -> list[str]:
         f"SELECT metric, component, largestTriangleThreeBuckets({MAX_POINTS})(x, y) FROM ({rated}) "
         f"WHERE x >= {q.start_offset_s} AND isFinite(y) GROUP BY metric, component"
     )
-    bands = (
+    bands = " UNION ALL ".join(
         f"SELECT metric, intDiv(toUnixTimestamp(ts) - {starts}, {bucket}) AS b, "
-        f"if(metric IN {counters}, quantilesTDigestMerge(0.05, 0.5, 0.95)(rate_q), "
-        "if(metric = 'gpu.power', quantilesTDigestMerge(0.05, 0.5, 0.95)(mean_q), "
-        "quantilesTDigestMerge(0.05, 0.5, 0.95)(max_q))) AS q "
-        f"FROM band_1m WHERE cluster = '{CLUSTER}' AND metric IN {metrics} AND family = 'gpu' "
-        f"AND ts >= toDateTime({starts}) AND ts <= toDateTime({his}) GROUP BY metric, b ORDER BY metric, b"
+        f"quantilesTDigestMerge(0.05, 0.5, 0.95)({state}) AS q "
+        f"FROM band_1m WHERE cluster = '{CLUSTER}' AND metric IN {names} AND family = 'gpu' "
+        f"AND ts >= toDateTime({starts}) AND ts <= toDateTime({his}) GROUP BY metric, b"
+        for state, names in (("rate_q", counters), ("max_q", "('gpu.temp')"), ("mean_q", "('gpu.power')"))
     )
     kinds = "('" + "', '".join(EVENT_KINDS) + "')"
     events = (
