@@ -390,12 +390,14 @@ def _fleet_band_sql() -> str:
         f"quantilesTDigestMerge(0.05, 0.5, 0.95)({state}) AS q, sum({count}) AS n "
         f"FROM {_band_table()} "
         f"WHERE cluster = {{cluster:String}} AND metric IN {{{param}:Array(String)}} "
-        "AND family IN {families:Array(String)} AND (metric, family) IN {fams:Array(Tuple(String, String))} "
+        "AND family IN {families:Array(String)} "
         "AND ts >= toDateTime({start:DateTime64(3, 'UTC')}) AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
         "GROUP BY metric, fam, b"
         for state, count, param in _FLEET_STATES
     ]
-    return f"SELECT metric, fam, b, q, n FROM ({' UNION ALL '.join(branches)}) WHERE n > 0 ORDER BY metric, fam, b"
+    # No (metric, family) tuple filter and no ORDER BY: each cost ~20% of this query; the few extra
+    # (metric, family) pairs of the cross product are dropped and the buckets sorted in Python.
+    return f"SELECT metric, fam, b, q, n FROM ({' UNION ALL '.join(branches)}) WHERE n > 0"
 
 
 EVENTS_SQL = (
@@ -503,7 +505,9 @@ def run_overlay(
     def band() -> tuple[list, list]:
         if mode == "peers":
             return [], peers_band(p.params["fams"])
-        fleet = store.query_rows(_fleet_band_sql(), p.params, tag="overlay.fleet_bands", timeout_s=timeout_s)
+        wanted = {tuple(f) for f in p.params["fams"]}
+        fleet = [r for r in store.query_rows(_fleet_band_sql(), p.params, tag="overlay.fleet_bands", timeout_s=timeout_s)
+                 if (r[0], r[1]) in wanted]
         have = {(r[0], r[1]) for r in fleet}
         return fleet, peers_band([f for f in p.params["fams"] if tuple(f) not in have])
 
@@ -532,6 +536,7 @@ def _bands(rows, x0: float, bucket_s: float) -> dict[tuple[str, str], Band]:
     out = {}
     for key, items in grouped.items():
         a = np.asarray(items, dtype=float)
+        a = a[np.argsort(a[:, 0], kind="stable")]
         out[key] = Band(x=x0 + (a[:, 0] + 0.5) * bucket_s, p5=a[:, 1], median=a[:, 2], p95=a[:, 3],
                         n=a[:, 4].astype(int))
     return out
