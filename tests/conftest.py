@@ -22,12 +22,11 @@ def shared_file(name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def telemetry_store():
-    """The session's chDB store with every migration applied."""
-    from django.conf import settings
-
+    """The session's chDB store with every migration applied. No retention: the real
+    reference samples are from 2024-25 and would otherwise expire on insert."""
     from telemetry import migrate, store
 
-    migrate.migrate(store.get_client(), migrate.Target(cluster="", ttl_days=settings.TELEMETRY_TTL_DAYS), log=lambda m: None)
+    migrate.migrate(store.get_client(), migrate.Target(cluster="", ttl_days=0), log=lambda m: None)
     return store
 
 
