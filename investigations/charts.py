@@ -70,6 +70,8 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
     row_of = {layer: i + 1 for i, layer in enumerate(layers)}
     colour_index: dict[int, int] = {}
     band_drawn: set[tuple[int, str, str]] = set()
+    # Say which healthy population the band describes: the fleet-wide minute band or explicit peers.
+    who = {"fleet": "fleet", "fleet+peers": "fleet/peers"}.get(getattr(result, "band_source", ""), "peers")
     for s in result.series:
         row = row_of[s.layer]
         colour = PALETTE[colour_index.get(row, 0) % len(PALETTE)]
@@ -79,17 +81,17 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
             b = s.band
             group = f"band:{s.metric}:{s.family}"
             fig.add_trace(go.Scatter(
-                x=b.x, y=b.p95, mode="lines", line={"width": 0}, name=f"peers p95 {s.metric}",
+                x=b.x, y=b.p95, mode="lines", line={"width": 0}, name=f"{who} p95 {s.metric}",
                 legendgroup=group, showlegend=False, hoverinfo="skip",
             ), row=row, col=1)
             fig.add_trace(go.Scatter(
                 x=b.x, y=b.p5, mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_FILL,
-                name=f"peers p5–p95 {s.metric}", legendgroup=group, hoverinfo="skip",
+                name=f"{who} p5–p95 {s.metric}", legendgroup=group, hoverinfo="skip",
             ), row=row, col=1)
             fig.add_trace(go.Scatter(
                 x=b.x, y=b.median, mode="lines", line={"width": 1, "dash": "dot", "color": "#777"},
-                name=f"peers median {s.metric}", legendgroup=group,
-                hovertemplate="peers median %{y:.4g}<extra></extra>",
+                name=f"{who} median {s.metric}", legendgroup=group,
+                hovertemplate=f"{who} median %{{y:.4g}}<extra></extra>",
             ), row=row, col=1)
         fig.add_trace(go.Scattergl(
             x=s.x, y=s.y, mode="lines", line={"width": 1.6, "color": colour},

@@ -499,6 +499,7 @@ def case_overlay(request, pk: int):
     fig = charts.overlay_figure(result)
     meta = {
         "source": result.source, "bucket_s": result.bucket_s, "peers": len(result.peers),
+        "band_source": result.band_source,
         "points": int(sum(len(s.x) for s in result.series)), "events": len(result.events),
         "window": list(w), "signals": [signal_param(s) for s in signals],
         "empty": [signal_param(s.signal) for s in result.series if len(s.x) == 0],
