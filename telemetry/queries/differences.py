@@ -3,7 +3,10 @@
 For a case (cluster, t0, lead window, affected hosts, peer hosts) every catalog
 metric present in the window is summarised per component in the engine — the
 mean for gauges, the per-second rate for counters (reset-aware, over the
-minute-closing values of the 1-minute rollup) — in one query. Then, on those
+minute maxima of the 1-minute rollup: a counter only goes up within a minute,
+so its max is the closing value and its min the opening one; a reset inside a
+minute shows at the next minute boundary, whose max is below this one's) — in
+one query. Then, on those
 aggregates only, each affected component is scored against the peers' values
 of the same metric on the same component family (``gpu3`` vs every ``gpuN``
 of the peers):
@@ -76,7 +79,7 @@ _SQL = (
     "  FROM ("
     "    SELECT *, lagInFrame(toNullable(last_v), 1, NULL) OVER w AS prev_last FROM ("
     "      SELECT metric, host, component, ts, sum(sum) AS s, sum(count) AS c, "
-    "      argMinMerge(first) AS first_v, argMaxMerge(last) AS last_v "
+    "      min(min) AS first_v, max(max) AS last_v "
     "      FROM samples_1m "
     "      WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} AND host IN {hosts:Array(String)} "
     "      AND ts >= {lo:DateTime('UTC')} AND ts < {hi:DateTime('UTC')} "

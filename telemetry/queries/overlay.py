@@ -37,8 +37,10 @@ How it reads the store
   anyway and holds 6-60x fewer rows.
 * Counters become per-second rates with reset handling: a negative delta means
   the counter restarted, so the increase is the new value itself (as Prometheus
-  ``rate`` does). On the rollup, deltas are taken between the minute-closing
-  values (``last``).
+  ``rate`` does). On the rollup, deltas are taken between the minutes' maxima:
+  a counter only goes up within a minute, so its max is the minute-closing
+  value. A reset inside a minute therefore shows at the next minute boundary
+  (that minute's max is below this one's, read as a reset).
 * Gauges on the rollup: each minute is represented by its worst value in the
   metric's ``bad`` direction (max for ``up``, min for ``down``, mean for
   ``none``), so a spike inside a minute stays visible; both bands use the same
@@ -274,7 +276,7 @@ def _rated_sql(source: str, series_filter: str) -> str:
         inner = (
             "SELECT metric, host, component, toDateTime64(minute, 3, 'UTC') AS ts, v FROM ("
             "SELECT metric, host, component, ts AS minute, "
-            "multiIf(has({counters:Array(String)}, metric), argMaxMerge(last), "
+            "multiIf(has({counters:Array(String)}, metric), max(max), "
             "has({bad_up:Array(String)}, metric), max(max), "
             "has({bad_down:Array(String)}, metric), min(min), sum(sum) / sum(count)) AS v "
             "FROM samples_1m "

@@ -43,10 +43,17 @@ def test_different_batches_are_both_stored(clean_store):
 def test_the_minute_rollup_is_fed_by_the_view(clean_store):
     writer.write("samples", samples(12, value=10.0, host="n002"))  # 12 x 10 s = 2 minutes
     rows = store.query_rows(
-        "SELECT ts, min(min), max(max), sum(count), argMaxMerge(last) FROM samples_1m WHERE host = 'n002' GROUP BY ts ORDER BY ts",
+        "SELECT ts, min(min), max(max), sum(count), min(min_ts), max(max_ts) FROM samples_1m WHERE host = 'n002' GROUP BY ts ORDER BY ts",
         tag="test",
     )
-    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [(10.0, 15.0, 6, 15.0), (16.0, 21.0, 6, 21.0)]
+    start = dt.datetime(2026, 11, 1)  # the client returns naive UTC datetimes
+    minute = dt.timedelta(minutes=1)
+    assert [(r[1], r[2], r[3]) for r in rows] == [(10.0, 15.0, 6), (16.0, 21.0, 6)]
+    # The minute's first and last sample times (10 s apart, six per minute).
+    assert [(r[4], r[5]) for r in rows] == [
+        (start, start + dt.timedelta(seconds=50)),
+        (start + minute, start + minute + dt.timedelta(seconds=50)),
+    ]
 
 
 def test_missing_and_extra_columns_are_named():

@@ -154,7 +154,7 @@ def _raw_sql(q: OverlayQuery) -> list[str]:
 
     minutes = (
         "SELECT metric, component, ts, "
-        f"multiIf(metric IN {counters}, argMaxMerge(last), metric = 'gpu.power', sum(sum) / sum(count), max(max)) AS v "
+        f"multiIf(metric IN {counters}, max(max), metric = 'gpu.power', sum(sum) / sum(count), max(max)) AS v "
         "FROM samples_1m "
         f"WHERE cluster = '{CLUSTER}' AND metric IN {metrics} AND host = '{host}' "
         f"AND ts >= toDateTime({los}) AND ts <= toDateTime({his}) GROUP BY metric, component, ts"
