@@ -19,13 +19,14 @@ from telemetry.simulator import RunStats, SimConfig, generate, simulate
 
 CLUSTER = "bench-sim"
 RAW_CLUSTER = "bench-sim-raw"
-TABLES = ("samples", "samples_1m", "events", "jobs", "job_hosts", "hosts", "components")
+TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components")
 
 
 def add_arguments(parser):
     parser.add_argument("--hosts", type=int, default=16)
-    parser.add_argument("--days", type=float, default=0.5)
-    parser.add_argument("--interval", type=int, default=60)
+    parser.add_argument("--days", type=float, default=0.1)
+    # A realistic scrape interval: the rollup views then aggregate ~6 samples per series-minute.
+    parser.add_argument("--interval", type=int, default=10)
 
 
 def _cleanup() -> None:
