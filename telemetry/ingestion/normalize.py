@@ -47,7 +47,7 @@ import pyarrow as pa
 from telemetry import catalog, schema
 from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.prometheus_text import PromSample
-from telemetry.ingestion import remote_write
+from telemetry.ingestion import prometheus_text, remote_write
 from telemetry.ingestion.remote_write import RWSeries
 
 # go-dcgm dcgm_structs.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED = BLANK + 0..3;
@@ -80,31 +80,125 @@ def prom_samples_to_table(
     samples: Iterable[PromSample], *, cluster: str, default_host: str | None = None
 ) -> NormalizeResult:
     """Rows for parsed exposition samples; ``IngestError`` when a series has no host."""
-    index: dict[tuple, int] = {}
-    series: list[_Series] = []
-    unknown: set[str] = set()
-    idx: list[int] = []
-    ts: list[int] = []
-    vals: list[float] = []
-    for s in samples:
-        key = (s.name, s.labels)
-        i = index.get(key)
-        if i is None:
-            res = _resolve(s.name, dict(s.labels), cluster, default_host)
-            if res.unknown:
-                unknown.add(res.metric)
-            i = index[key] = len(series)
-            series.append(res)
-        idx.append(i)
-        ts.append(s.ts_ms)
-        vals.append(s.value)
-    return _build(
-        series,
-        np.array(idx, dtype=np.int32),
-        np.array(ts, dtype=np.int64),
-        np.array(vals, dtype=np.float64),
-        unknown,
-    )
+    with _text_lock:
+        t = _text_series(cluster, default_host)
+        by_labels, intern = t.by_labels, t.intern
+        idx: list[int] = []
+        ts: list[int] = []
+        vals: list[float] = []
+        for s in samples:
+            i = by_labels.get((s.name, s.labels))
+            if i is None:
+                i = intern(s.name, s.labels)
+            idx.append(i)
+            ts.append(s.ts_ms)
+            vals.append(s.value)
+        return _build_coded(
+            t, np.array(idx, dtype=np.int64), np.array(ts, dtype=np.int64), np.array(vals, dtype=np.float64)
+        )
+
+
+def prometheus_text_to_table(
+    text: str, *, cluster: str, default_host: str | None = None, default_ts_ms: int
+) -> NormalizeResult:
+    """Exposition body -> rows, equal to ``prom_samples_to_table(parse_exposition(text, ...))``
+    (same rows in the same order, same drops, same unknown names, same errors), fast.
+
+    ``prometheus_text.scan_exposition`` gives a series number per sample from
+    the per-line caches kept here per (cluster, default host); the columns are
+    then gathered with numpy from the resolved series. Bodies the scanner does
+    not vouch for (bad input, ``# EOF``) take the reference path.
+    """
+    with _text_lock:
+        t = _text_series(cluster, default_host)
+        try:
+            ids, values, stamps = prometheus_text.scan_exposition(
+                text, default_ts_ms=default_ts_ms, heads=t.heads, names=t.names, intern=t.intern
+            )
+        except prometheus_text.Unsupported:
+            pass
+        else:
+            ts = np.full(len(ids), default_ts_ms, dtype=np.int64)
+            if stamps:
+                rows, own = zip(*stamps)
+                ts[list(rows)] = own
+            return _build_coded(t, np.array(ids, dtype=np.int64), ts, np.array(values, dtype=np.float64))
+    samples = prometheus_text.parse_exposition(text, default_ts_ms=default_ts_ms)
+    return prom_samples_to_table(samples, cluster=cluster, default_host=default_host)
+
+
+class _TextSeries:
+    """Resolved exposition series under one (cluster, default host): numbered, with
+    the per-series columns ``_build_coded`` gathers from (numpy arrays grown by
+    doubling, strings as codes into pools), and the keys that lead to a number."""
+
+    def __init__(self, cluster: str, default_host: str | None) -> None:
+        self.cluster, self.default_host = cluster, default_host
+        self.heads: dict[str, int] = {}  # exposition line text up to its last '}'
+        self.names: dict[str, int] = {}  # bare metric name (lines without labels)
+        self.by_labels: dict[tuple, int] = {}  # (name, sorted labels)
+        self.size = 0
+        self.dcgm = np.empty(0, dtype=bool)
+        self.scale = np.empty(0, dtype=np.float64)
+        self.unknown = np.empty(0, dtype=bool)
+        self.codes = {c: np.empty(0, dtype=np.int32) for c in _Templates.COLUMNS}
+        self.pools: dict[str, dict[str, int]] = {c: {} for c in _Templates.COLUMNS}
+        self.pool_arrays: dict[str, pa.Array | None] = {c: None for c in _Templates.COLUMNS}
+        self.metric_names: list[str] = []
+
+    def intern(self, name: str, labels: tuple[tuple[str, str], ...]) -> int:
+        """Number of the series; resolves it the first time (``IngestError`` when it has no host)."""
+        key = (name, labels)
+        i = self.by_labels.get(key)
+        if i is not None:
+            return i
+        res = _resolve(name, dict(labels), self.cluster, self.default_host)
+        if self.size == len(self.dcgm):
+            cap = max(1024, 2 * self.size)
+
+            def grow(arr: np.ndarray) -> np.ndarray:
+                out = np.zeros(cap, dtype=arr.dtype)
+                out[: self.size] = arr[: self.size]
+                return out
+
+            self.dcgm, self.scale, self.unknown = grow(self.dcgm), grow(self.scale), grow(self.unknown)
+            self.codes = {c: grow(v) for c, v in self.codes.items()}
+        i = self.size
+        self.dcgm[i], self.scale[i], self.unknown[i] = res.dcgm, res.scale, res.unknown
+        for col in _Templates.COLUMNS:
+            pool = self.pools[col]
+            value = getattr(res, col)
+            code = pool.get(value)
+            if code is None:
+                code = pool[value] = len(pool)
+                self.pool_arrays[col] = None
+            self.codes[col][i] = code
+        self.metric_names.append(res.metric)
+        self.by_labels[key] = i
+        self.size += 1
+        return i
+
+    def pool_array(self, col: str) -> pa.Array:
+        arr = self.pool_arrays[col]
+        if arr is None:
+            arr = self.pool_arrays[col] = pa.array(list(self.pools[col]), type=pa.string())
+        return arr
+
+
+_TEXT_SERIES_MAX = 1_000_000  # series (or keys) per context before it starts over
+_text_contexts: dict[tuple[str, str | None], _TextSeries] = {}
+_text_lock = threading.Lock()  # web requests are threads; the tables grow in place
+
+
+def _text_series(cluster: str, default_host: str | None) -> _TextSeries:
+    """The context for this call; only swapped between calls, so numbers stay valid within one."""
+    key = (cluster, default_host)
+    t = _text_contexts.get(key)
+    if t is None or max(t.size, len(t.heads), len(t.names)) > _TEXT_SERIES_MAX:
+        if len(_text_contexts) >= 64:
+            _text_contexts.clear()
+        t = _text_contexts[key] = _TextSeries(cluster, default_host)
+    return t
 
 
 # (raw label key, cluster) -> resolved series; label sets repeat in every push.

@@ -26,7 +26,7 @@ authority on what is valid and produces the error messages.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from telemetry.ingestion.errors import IngestError
 
@@ -131,6 +131,155 @@ def parse_exposition(text: str, *, default_ts_ms: int) -> list[PromSample]:
     return out
 
 
+class Unsupported(Exception):
+    """``scan_exposition`` cannot vouch for this body: ``parse_exposition`` must decide (and explain)."""
+
+
+# float() also takes these; the exposition format does not (blank before the value is checked apart).
+_REST_ODD = re.compile(r"[_\x0b\x0c\x1c-\x1f]").search
+_REST_NO_BLANK = re.compile(r"\n[^ \t]").search
+# Comment line text -> _comment_info(); same strings every scrape.
+_comment_cache: dict[str, tuple[str, str] | None] = {}
+_COMMENT_CACHE_MAX = 100_000
+
+
+def scan_exposition(
+    text: str,
+    *,
+    default_ts_ms: int,
+    heads: dict[str, int],
+    names: dict[str, int],
+    intern: Callable[[str, tuple[tuple[str, str], ...]], int],
+) -> tuple[list[int], list[float], list[tuple[int, int]]]:
+    """``parse_exposition`` for callers that want a series number per sample, fast.
+
+    ``intern(name, labels)`` numbers a series (it may raise ``IngestError``);
+    ``heads`` maps the text of a line up to its last ``}`` and ``names`` a bare
+    metric name to that number, and are filled here from lines the reference
+    grammar accepted. Returns (series number per sample, value per sample,
+    ``(sample index, ts)`` for samples carrying their own timestamp; the others
+    have ``default_ts_ms``): the samples ``parse_exposition`` would return, in
+    its order. Raises ``Unsupported`` for anything it does not handle itself
+    (bad input, ``# EOF``); ``parse_exposition`` then gives the answer or the
+    error with its line number.
+    """
+    ids: list[int] = []
+    values: list[float] = []
+    stamps: list[tuple[int, int]] = []
+    rests: list[str] = []  # value text taken by float(): checked in bulk below
+    bare_rests: list[str] = []
+    id_append, value_append, rest_append = ids.append, values.append, rests.append
+    head_get, name_get = heads.get, names.get
+    comments = _comment_cache
+    comment_get = comments.get
+    types: dict[str, str] = {}
+    for line in text.split("\n"):
+        # Per sample: one split at the last '}', one dict lookup, one float().
+        head, _, rest = line.rpartition("}")
+        sid = head_get(head)
+        if sid is not None:
+            try:
+                value_append(float(rest))
+            except ValueError:
+                m = _FAST_REST(rest)  # "value timestamp": as parse_exposition's own cached path
+                if m is None:
+                    sid = None
+                else:
+                    value = _fast_float(m.group(1))
+                    tstok = m.group(2)
+                    ts = default_ts_ms if tstok is None else int(tstok)
+                    if value is None or not _INT64_MIN <= ts <= _INT64_MAX:
+                        sid = None
+                    else:
+                        if tstok is not None:
+                            stamps.append((len(ids), ts))
+                        value_append(value)
+                        id_append(sid)
+                        continue
+            else:
+                id_append(sid)
+                rest_append(rest)
+                continue
+        elif not head:
+            if line[:1] == "#":  # HELP/TYPE: a fifth of a dcgm-exporter scrape
+                info = comment_get(line, False)
+                if info is None:
+                    continue
+                if info is not False and info is not _EOF:
+                    if types.setdefault(info[0], info[1]) != info[1]:
+                        raise Unsupported
+                    continue
+            name, _, rest = line.partition(" ")
+            sid = name_get(name)
+            if sid is not None:
+                try:
+                    value_append(float(rest))
+                except ValueError:
+                    sid = None
+                else:
+                    id_append(sid)
+                    bare_rests.append(rest)
+                    continue
+        if not line:
+            continue
+        info = comment_get(line, False)
+        if info is False:
+            stripped = line.strip(" \t\r")
+            if not stripped:
+                continue
+            if stripped[0] != "#":
+                sample, key = _sample_line(line, stripped, default_ts_ms)
+                try:
+                    sid = intern(sample.name, sample.labels)
+                except IngestError:
+                    raise Unsupported from None  # e.g. no host: reported after the whole body parsed
+                if key is not None:
+                    (heads if key else names)[key or sample.name] = sid
+                if sample.ts_ms != default_ts_ms:
+                    stamps.append((len(ids), sample.ts_ms))
+                id_append(sid)
+                value_append(sample.value)
+                continue
+            try:
+                info = _comment_info(stripped, 0)
+            except IngestError:
+                raise Unsupported from None
+            if info is _EOF:
+                raise Unsupported  # what may follow '# EOF' is parse_exposition's business
+            if len(comments) >= _COMMENT_CACHE_MAX:
+                comments.clear()
+            comments[line] = info
+        if info is not None:
+            name, mtype = info
+            if types.setdefault(name, mtype) != mtype:
+                raise Unsupported
+    for checked, need_blank in ((rests, True), (bare_rests, False)):
+        if checked:
+            joined = "\n".join(checked)
+            if not joined.isascii() or _REST_ODD(joined) or (need_blank and _REST_NO_BLANK("\n" + joined)):
+                raise Unsupported
+    return ids, values, stamps
+
+
+def _sample_line(line: str, stripped: str, default_ts_ms: int) -> tuple[PromSample, str | None]:
+    """One sample line as ``parse_exposition`` reads it, plus the key under which the
+    line's series may be found again: its text up to the last ``}``, '' for a bare
+    name (then the name is the key), None when it is not safe to reuse."""
+    m = _FAST_LINE(line)
+    if m is not None:
+        name, lstr, vtok, tstok = m.groups()
+        labels = () if lstr is None else _fast_labels(lstr)
+        value = _fast_float(vtok)
+        if labels is not None and value is not None:
+            ts = default_ts_ms if tstok is None else int(tstok)
+            if _INT64_MIN <= ts <= _INT64_MAX:
+                return PromSample(name, labels, value, ts), ("" if lstr is None else line[: line.rfind("}")])
+    try:
+        return _parse_sample_slow(stripped, 0, default_ts_ms), None
+    except IngestError:
+        raise Unsupported from None
+
+
 def _fast_float(tok: str) -> float | None:
     # Python's float() also takes "1_000"; Go's ParseFloat does not.
     if "_" in tok:
@@ -170,12 +319,34 @@ def _unescape_or_none(value: str) -> str | None:
 
 def _comment(s: str, lineno: int, types: dict[str, str]) -> bool:
     """Check a ``#`` line; True when it is the OpenMetrics ``# EOF`` marker."""
+    info = _comment_info(s, lineno)
+    if info is None:
+        return False
+    if info is _EOF:
+        return True
+    name, mtype = info
+    seen = types.get(name)
+    if seen is not None and seen != mtype:
+        raise IngestError(
+            f"metric {name!r} declared {mtype!r} but was already declared {seen!r}", line=lineno, field="TYPE"
+        )
+    types[name] = mtype
+    return False
+
+
+_EOF = ("", "EOF")  # _comment_info's answer for the `# EOF` marker
+
+
+def _comment_info(s: str, lineno: int) -> tuple[str, str] | None:
+    """What a ``#`` line says on its own: ``(name, type)`` for ``# TYPE``, ``_EOF``,
+    or None (HELP, free comment). Checks everything but the agreement with
+    earlier ``# TYPE`` lines, so the answer can be cached per line text."""
     body = s[1:].lstrip(" \t")
     if body == "EOF":
-        return True
+        return _EOF
     keyword = body[:4]
     if keyword not in ("HELP", "TYPE") or (len(body) > 4 and body[4] not in " \t"):
-        return False  # a free comment (e.g. "# NOTE ..." in real fixtures)
+        return None  # a free comment (e.g. "# NOTE ..." in real fixtures)
     rest = body[4:].lstrip(" \t")
     if not rest:
         raise IngestError(f"# {keyword} line without a metric name", line=lineno, field=keyword)
@@ -189,7 +360,7 @@ def _comment(s: str, lineno: int, types: dict[str, str]) -> bool:
                 line=lineno,
                 field="HELP",
             )
-        return False
+        return None
     tokens = _BLANKS.split(after.strip(" \t")) if after.strip(" \t") else []
     if len(tokens) != 1 or (after and after[0] not in " \t"):
         raise IngestError(
@@ -202,13 +373,7 @@ def _comment(s: str, lineno: int, types: dict[str, str]) -> bool:
             line=lineno,
             field="TYPE",
         )
-    seen = types.get(name)
-    if seen is not None and seen != mtype:
-        raise IngestError(
-            f"metric {name!r} declared {mtype!r} but was already declared {seen!r}", line=lineno, field="TYPE"
-        )
-    types[name] = mtype
-    return False
+    return name, mtype
 
 
 def _comment_name(rest: str, lineno: int, keyword: str) -> tuple[str, str]:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry import schema, store, writer, xid
-from telemetry.ingestion import bulk, kernel_log, normalize, prometheus_text, sacct
+from telemetry.ingestion import bulk, kernel_log, normalize, sacct
 from telemetry.ingestion.errors import IngestError
 
 
@@ -107,8 +107,10 @@ def parse_prometheus_text(
     text: str, cluster: str, default_host: str | None = None, default_ts_ms: int | None = None
 ) -> normalize.NormalizeResult:
     cluster = _check_cluster(cluster)
-    samples = prometheus_text.parse_exposition(text, default_ts_ms=default_ts_ms if default_ts_ms is not None else _now_ms())
-    return normalize.prom_samples_to_table(samples, cluster=cluster, default_host=default_host or None)
+    return normalize.prometheus_text_to_table(
+        text, cluster=cluster, default_host=default_host or None,
+        default_ts_ms=default_ts_ms if default_ts_ms is not None else _now_ms(),
+    )
 
 
 def ingest_prometheus_text(

@@ -296,3 +296,112 @@ def test_many_series_take_the_fast_path_and_match():
     assert_same(decode_to_table(body, cluster="c"), reference(body))
     assert normalize._templates["c"].size == len(series)
     assert np.all(normalize._templates["c"].length[: len(series)] > 0)
+
+
+# --- text exposition fast path (prometheus_text_to_table) ---------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from telemetry.ingestion.normalize import prometheus_text_to_table  # noqa: E402
+
+
+def exposition_reference(text, cluster, default_host=None):
+    """(result, error) of the reference path: parse_exposition then prom_samples_to_table."""
+    try:
+        samples = parse_exposition(text, default_ts_ms=TS)
+        return prom_samples_to_table(samples, cluster=cluster, default_host=default_host), None
+    except IngestError as exc:
+        return None, exc.as_dict()
+
+
+def exposition_fast(text, cluster, default_host=None):
+    try:
+        return prometheus_text_to_table(text, cluster=cluster, default_host=default_host, default_ts_ms=TS), None
+    except IngestError as exc:
+        return None, exc.as_dict()
+
+
+def assert_same_text(text, cluster="c", default_host=None):
+    ref, ref_err = exposition_reference(text, cluster, default_host)
+    for _ in range(2):  # cold, then with every cache warm
+        got, err = exposition_fast(text, cluster, default_host)
+        assert err == ref_err
+        if ref is not None:
+            assert got.table.equals(ref.table), (got.table.to_pylist()[:3], ref.table.to_pylist()[:3])
+            assert got.dropped_blank == ref.dropped_blank
+            assert got.unknown_metrics == ref.unknown_metrics
+    return ref, ref_err
+
+
+def test_text_fast_path_equals_the_reference_on_the_fixtures():
+    for name, host in (("dcgm_h100_scrape.txt", None), ("node_exporter_ib.txt", "gpu-a017")):
+        ref, err = assert_same_text((FIXTURES / name).read_text(), default_host=host)
+        assert err is None and ref.table.num_rows > 0
+
+
+def test_text_fast_path_values_timestamps_blanks_and_bare_names():
+    head = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="h1"}'
+    text = (
+        f"# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n{head} 41\n{head} NaN\n{head} {0x7FFFFFF0}\n{head}\t+Inf\r\n"
+        f"{head} 7 1700000000123\n{head} 8 {TS}\nnode_load1 0.5\nnode_load1 0.25 1700000000000\n"
+        f'\n  \n{head} 9  \nno_such_metric{{instance="n1:9100"}} 3\n'
+    )
+    ref, err = assert_same_text(text, default_host="d")
+    assert err is None
+    assert ref.dropped_blank == 3 and ref.unknown_metrics == {"no_such_metric"}  # NaN, sentinel, +Inf (DCGM)
+    got = rows(prometheus_text_to_table(text, cluster="c", default_host="d", default_ts_ms=TS))
+    assert [r["value"] for r in got] == [41, 7, 8, 0.5, 0.25, 9, 3]
+    assert [int(r["ts"].timestamp() * 1000) for r in got][:5] == [TS, 1700000000123, TS, TS, 1700000000000]
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [" 1_000", "5", " 5\x0c", " \x0b5", " ١", " 5 1.5", " 5 99999999999999999999", "", " 5 # {a=\"b\"} 1", " \r5"],
+)
+def test_text_fast_path_gives_the_reference_answer_for_odd_values(rest):
+    # The first line puts the series in the caches, so the odd second line meets a known head.
+    head = 'm{gpu="0",Hostname="h1"}'
+    assert_same_text(f"{head} 1\n{head}{rest}\n")
+    assert_same_text(f"m 1\nm{rest}\n", default_host="d")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# TYPE m gauge\nm{Hostname=\"h\"} 1\n# TYPE m counter\nm{Hostname=\"h\"} 2\n",
+        "# HELP m ok\n# HELP m bad \\x\n",
+        'm{Hostname="h"} 1\n# EOF\n',
+        'm{Hostname="h"} 1\n# EOF\nm{Hostname="h"} 2\n',
+        'm{Hostname="h"} 1\nm{gpu="1"} 2\n',
+        'm{Hostname="h",a="}{"} 1\n{"dotted.name", Hostname="h"} 2\n',
+        'm{Hostname="h"} 1\nm{Hostname="h",Hostname="x"} 2\n',
+    ],
+)
+def test_text_fast_path_gives_the_reference_answer_or_error(text):
+    assert_same_text(text)
+
+
+def test_text_fast_path_keeps_clusters_and_default_hosts_apart():
+    text = "m 1\n"
+    assert rows(prometheus_text_to_table(text, cluster="a", default_host="h1", default_ts_ms=TS))[0]["host"] == "h1"
+    assert rows(prometheus_text_to_table(text, cluster="b", default_host="h2", default_ts_ms=TS))[0] | {"ts": None} == {
+        "ts": None, "cluster": "b", "host": "h2", "component": "", "metric": "m", "value": 1.0}
+    with pytest.raises(IngestError) as exc:
+        prometheus_text_to_table(text, cluster="a", default_ts_ms=TS)
+    assert exc.value.field == "host"
+
+
+_prom_lines = st.lists(st.one_of(
+    st.sampled_from(['m{gpu="0",Hostname="h"}', 'm{gpu="1",Hostname="h"}', "m", "DCGM_FI_DEV_GPU_TEMP{Hostname=\"h\"}",
+                     '  m{gpu="0",Hostname="h"}', "# TYPE m gauge", "# TYPE m counter", "# HELP m x", "# EOF", ""]),
+    st.text(alphabet=list('m{}="h,# \t.+-015eINaf_\r\x0c'), max_size=12),
+), max_size=12)
+_prom_values = st.sampled_from([" 1", "\t2.5", " NaN", " 1 5", " +Inf", "", " 1_0", "x", " 2147483632", " 3 "])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_prom_lines, st.lists(_prom_values, min_size=12, max_size=12))
+def test_text_fast_path_always_agrees_with_the_reference(lines, values):
+    text = "\n".join(line + (values[i] if not line.startswith("#") else "") for i, line in enumerate(lines))
+    assert_same_text(text, default_host="d")

@@ -174,3 +174,24 @@ def test_the_error_message_reads_as_one_sentence():
 def test_repeated_scrapes_give_identical_results_through_the_cache():
     text = (FIXTURES / "dcgm_h100_scrape.txt").read_text()
     assert parse_exposition(text, default_ts_ms=TS) == parse_exposition(text, default_ts_ms=TS)
+
+
+def test_the_scanner_numbers_series_and_sends_what_it_cannot_vouch_for_back():
+    from telemetry.ingestion.prometheus_text import Unsupported, scan_exposition
+
+    numbers: dict = {}
+    heads: dict = {}
+    names: dict = {}
+
+    def intern(name, labels):
+        return numbers.setdefault((name, labels), len(numbers))
+
+    text = '# TYPE m gauge\nm{a="1"} 2\nm{a="2"} 3 17\nm{a="1"} NaN\nup 1\n'
+    for _ in range(2):  # the second pass goes through the caches it filled
+        ids, values, stamps = scan_exposition(text, default_ts_ms=TS, heads=heads, names=names, intern=intern)
+        assert ids == [0, 1, 0, 2] and values[:2] == [2.0, 3.0] and math.isnan(values[2])
+        assert stamps == [(1, 17)]
+    assert set(heads) == {'m{a="1"', 'm{a="2"'} and names == {"up": 2}
+    for bad in ('m{a="1"} 2x\n', "# EOF\n", 'm{a="1"}2\n', "# TYPE m counter\n"):
+        with pytest.raises(Unsupported):
+            scan_exposition(text + bad, default_ts_ms=TS, heads=heads, names=names, intern=intern)

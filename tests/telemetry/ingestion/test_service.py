@@ -94,6 +94,25 @@ def test_a_retried_scrape_with_the_same_time_adds_no_rows(clean_store):
     assert count("samples") == 2 * first.rows["samples"]
 
 
+def test_a_fleet_body_lands_whole_with_its_own_timestamps_and_a_bad_line_still_names_itself(clean_store):
+    # A /federate-like body: many hosts back to back, every sample with its timestamp.
+    lines = []
+    for h in range(20):
+        lines.append("# TYPE DCGM_FI_DEV_GPU_TEMP gauge")
+        lines += [f'DCGM_FI_DEV_GPU_TEMP{{gpu="{g}",Hostname="gpu-{h:03d}"}} {40 + g} {TS + h}' for g in range(8)]
+    text = "\n".join(lines) + "\n"
+    for _ in range(2):  # second time through warm caches: same rows, de-duplicated
+        report = service.ingest_prometheus_text(text, "c1", default_ts_ms=TS - 5000)
+        assert report.rows["samples"] == 160
+    assert count("samples") == 160
+    assert count("samples", "ts = fromUnixTimestamp64Milli({t:Int64})", {"t": TS + 7}) == 8
+    bad = text + 'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="gpu-000"} 4O\n'
+    with pytest.raises(IngestError) as exc:
+        service.ingest_prometheus_text(bad, "c1", default_ts_ms=TS)
+    assert (exc.value.line, exc.value.field) == (len(lines) + 1, "value")
+    assert count("samples") == 160
+
+
 @pytest.mark.parametrize("name", ["dcgm-exporter-metrics-sample.txt", "dcgm-exporter-metrics-sample-t4.txt",
                                   "node-exporter-sample.txt"])
 def test_every_real_scrape_sample_is_stored(clean_store, name):
