@@ -15,6 +15,10 @@ from webapp.env import ConfigError, envbool, envint, envlist, envstr, load_secre
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DATA_DIR = Path(envstr("PRECURSOR_DATA_DIR", str(BASE_DIR / "var"))).expanduser().resolve()
+try:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+except OSError as _exc:
+    raise ConfigError("PRECURSOR_DATA_DIR", str(DATA_DIR), f"cannot be created: {_exc.strerror}") from None
 
 DEBUG = envbool("DEBUG", False)
 

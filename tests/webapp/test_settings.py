@@ -52,3 +52,20 @@ def test_the_embedded_defaults_need_no_variables_and_keep_one_secret_key(tmp_pat
     assert len(key) >= 50
     assert start(tmp_path).returncode == 0
     assert (tmp_path / "secret_key").read_text() == key
+
+
+def test_the_data_dir_is_created_even_when_the_secret_key_comes_from_the_environment(tmp_path):
+    data = tmp_path / "new" / "data"
+    full = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DEBUG")}
+    full.update({"PRECURSOR_DATA_DIR": str(data), "SECRET_KEY": "k" * 40})
+    out = subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=full, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert (data / "precursor.sqlite3").exists()
+
+
+def test_an_unusable_data_dir_is_named(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = start(tmp_path, PRECURSOR_DATA_DIR=str(blocker / "sub"))
+    assert out.returncode == 2
+    assert "PRECURSOR_DATA_DIR" in out.stderr and "cannot be created" in out.stderr
