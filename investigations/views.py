@@ -55,6 +55,8 @@ WINDOW_PRESETS = (
     ("−7d … +1h", (-7 * 86400, 3600)),
 )
 MAX_WINDOW_S = 31 * 86400
+Z_DISPLAY_CAP = 100.0
+DEFAULT_SIGNALS = 4  # a case opened without s= charts this many of the top "what's different" rows
 PAGE_SIZE = 50
 FILTER_SCAN = 500  # rows read when filtering on case facts the telemetry store does not know
 LAYER_ROWS = (  # overlay rows, top to bottom
@@ -112,6 +114,38 @@ def fmt_offset(seconds: float) -> str:
 
 def fmt_window(w: tuple[int, int]) -> str:
     return f"{fmt_offset(w[0]).replace('t', '', 1) or '0'} … {fmt_offset(w[1]).replace('t', '', 1) or '0'}"
+
+
+def fmt_z(z: float) -> str:
+    """+3.3σ / +38σ / ≥+100σ: beyond 100σ the exact figure says nothing more (MAD floors make it huge)."""
+    if z >= Z_DISPLAY_CAP:
+        return f"≥+{Z_DISPLAY_CAP:.0f}σ"
+    if z <= -Z_DISPLAY_CAP:
+        return f"≤−{Z_DISPLAY_CAP:.0f}σ"
+    text = f"{abs(z):.0f}" if abs(z) >= 10 else f"{abs(z):.1f}"
+    return ("+" if z >= 0 else "−") + text + "σ"
+
+
+def fmt_num(v: float) -> str:
+    """About three significant digits, never scientific notation for everyday magnitudes, never 0.000
+    for a small non-zero rate (one error in six hours is 4.6e−5/s, and that is the signal)."""
+    if v != v:  # NaN
+        return "—"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    sign = "−" if v < 0 else ""
+    if a >= 1e6:
+        mant, exp = f"{a:.2e}".split("e")
+        return f"{sign}{mant}e{int(exp)}"
+    if a >= 100:
+        return f"{sign}{a:,.0f}"
+    if a >= 10:
+        return f"{sign}{a:.1f}"
+    if a >= 0.01:
+        return f"{sign}{a:.3g}"
+    mant, exp = f"{a:.1e}".split("e")
+    return f"{sign}{mant}e−{abs(int(exp))}"
 
 
 def _utc(ts: datetime) -> datetime:
@@ -408,11 +442,9 @@ def _case_context(request, case: Case, *, w=None, signals=None, pin_form=None, v
     tracks = records.track_records([p.hypothesis for p in pins])
     pinned_ids = {p.hypothesis_id for p in pins}
     history = verdicts.verdict_history(case)
-    events = activity.case_activity(case)
+    events = _timeline(case)
     can_edit = can_investigate(request.user)
     t0 = _utc(case.t0)
-    for e in events:
-        e.rel = fmt_offset((_utc(e.created_at) - t0).total_seconds())
     return {
         "case": case, "nav": "inbox", "can_edit": can_edit,
         "window": w, "window_text": fmt_window(w), "presets": [(label, f"{a},{b}", (a, b) == w) for label, (a, b) in WINDOW_PRESETS],
@@ -446,7 +478,12 @@ def case_page(request, pk: int):
         check_hosts(case, signals, _peers_cached(case, signals))
     except InvalidSignal as exc:
         return HttpResponseBadRequest(f"Cannot show this view of case #{case.pk}: {exc}", content_type="text/plain")
-    return render(request, "investigations/case.html", _case_context(request, case, w=w, signals=signals))
+    ctx = _case_context(request, case, w=w, signals=signals)
+    # No s= at all (an explicit empty s= means "nothing"): the differences fragment names the
+    # signals to chart, case.js draws them and writes them into the URL. Ranking takes seconds on
+    # a real fleet, so it is not done before the header is sent.
+    ctx["auto_signals"] = "s" not in request.GET
+    return render(request, "investigations/case.html", ctx)
 
 
 def _peers_cached(case: Case, signals: list[SignalSpec]) -> list[str]:
@@ -550,10 +587,34 @@ def case_differences(request, pk: int):
     except Exception as exc:
         return render(request, "investigations/_fragment_error.html", {"error": store_error_message(exc)})
     rows = [{"d": d, "signal": signal_param(SignalSpec(d.metric, d.host, d.component)),
-             "scope": SCOPE_OF_COMPONENT.get(catalog.CATALOG[d.metric].component, "host")} for d in found]
+             "scope": SCOPE_OF_COMPONENT.get(catalog.CATALOG[d.metric].component, "host"),
+             "z_text": fmt_z(d.z), "z_exact": f"z = {d.z:+.2f}" + (" (capped)" if abs(d.z) >= differences.Z_CAP else ""),
+             "value": fmt_num(d.affected_value), "median": fmt_num(d.peer_median), "p95": fmt_num(d.peer_p95)}
+            for d in found]
     return render(request, "investigations/_differences.html",
                   {"case": case, "rows": rows, "lead": fmt_offset(-lead_s), "n_peers": len(peers),
-                   "can_edit": can_investigate(request.user)})
+                   "defaults": default_signals(found), "can_edit": can_investigate(request.user)})
+
+
+def default_signals(found, n: int = DEFAULT_SIGNALS) -> list[str]:
+    """What a case opened without ``s=`` charts: the top rows of "what's different", one per metric
+    while there are enough distinct metrics (four GPUs with the same runaway counter say less than
+    four different counters), topped up with the next rows in rank order down to three."""
+    picked = []
+    seen = set()
+    for d in found:
+        if len(picked) == n:
+            break
+        if d.metric not in seen:
+            picked.append(d)
+            seen.add(d.metric)
+    for d in found:
+        if len(picked) >= min(3, n):
+            break
+        if d not in picked:
+            picked.append(d)
+    picked.sort(key=found.index)
+    return [signal_param(SignalSpec(d.metric, d.host, d.component)) for d in picked]
 
 
 def _back_to_case(request, case: Case) -> str:
@@ -656,11 +717,23 @@ def case_status(request, pk: int):
 
 def case_activity(request, pk: int):
     case = _case_or_404(pk)
+    return render(request, "investigations/_activity.html", {"activity": _timeline(case)})
+
+
+ACTIVITY_TEXT = {
+    "case.opened": "opened the case", "case.assigned": "assigned the case", "case.status_changed": "set the status",
+    "comment.added": "commented", "hypothesis.created": "created", "hypothesis.pinned": "pinned",
+    "hypothesis.status_changed": "changed the status of", "verdict.recorded": "recorded a verdict",
+}
+
+
+def _timeline(case: Case) -> list:
     events = activity.case_activity(case)
     t0 = _utc(case.t0)
     for e in events:
         e.rel = fmt_offset((_utc(e.created_at) - t0).total_seconds())
-    return render(request, "investigations/_activity.html", {"activity": events})
+        e.text = ACTIVITY_TEXT.get(e.verb, e.verb)
+    return events
 
 
 # --- hypotheses -----------------------------------------------------------------------------

@@ -103,6 +103,23 @@ def test_investigator_opens_an_interruption_charts_a_signal_pins_and_records_a_v
     case_url = page.url
     assert "Case #" in page.inner_text("h1")
 
+    # Opened without signals, the case charts the top rows of "what's different" (the runaway
+    # GPU first) and writes them into the URL, so "copy link" is this view.
+    wait_drawn(page)
+    page.wait_for_function("location.search.includes('s=')")
+    defaults = page.url.split("s=", 1)[1].split("&")[0].split(",")
+    assert 3 <= len(defaults) <= 4 and defaults[0].endswith("@n01/gpu3")
+    assert page.locator("#signal-chips .chip").count() == len(defaults)
+    assert page.locator("#differences tr.in-overlay").count() == len(defaults)
+    assert page.locator("#differences .add-to-overlay.in-overlay").first.inner_text() == "✓ overlay"
+    assert no_horizontal_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / "case-defaults.png"), full_page=True)
+    # Removing them all leaves an empty overlay and a URL without s=.
+    while page.locator("#signal-chips .chip").count():
+        page.locator("#signal-chips .chip .remove").first.click()
+    page.wait_for_selector('#overlay[data-state="empty"]')
+    assert "No signals yet" in page.inner_text("#overlay") and "s=" not in page.url
+
     # The picker knows the topology: click the GPU, choose a GPU metric, add it.
     page.click('#topology button.target[data-target="n01/gpu3"]')
     assert page.input_value("#pick-target") == "n01/gpu3"

@@ -285,6 +285,65 @@ def test_differences_fragment_ranks_the_runaway_gpu_first(alice_client, case):
     assert 'data-signal="gpu.pcie.replay@n01/gpu3"' in html or 'data-signal="gpu.temp@n01/gpu3"' in html
 
 
+def test_differences_fragment_names_the_default_signals_and_formats_numbers(alice_client, case):
+    html = alice_client.get(f"/cases/{case.pk}/differences?w=-10800,900").content.decode()
+    defaults = json.loads(html.split('id="diff-defaults" type="application/json">')[1].split("</script>")[0])
+    rows = [part.split('"')[0] for part in html.split('<tr data-signal="')[1:]]
+    # The fleet has three metrics: the best row of each, in rank order.
+    firsts = [r for i, r in enumerate(rows) if r.split("@")[0] not in {x.split("@")[0] for x in rows[:i]}]
+    assert defaults == firsts[:4] and len(defaults) == 3
+    assert defaults[0] == rows[0] and defaults[0].endswith("@n01/gpu3")
+    assert "1000.0σ" not in html and "σ</td>" in html
+
+
+def test_a_case_opened_without_signals_asks_for_the_defaults_and_an_empty_s_does_not(alice_client, case):
+    html = alice_client.get(f"/cases/{case.pk}/").content.decode()
+    assert 'data-auto-signals="1"' in html and "Choosing signals" in html
+    assert 'data-auto-signals' not in alice_client.get(f"/cases/{case.pk}/?s=").content.decode()
+    assert 'data-auto-signals' not in alice_client.get(f"/cases/{case.pk}/?s=gpu.temp@n01/gpu3").content.decode()
+
+
+def _diff(metric, host, component, score):
+    from telemetry.queries.differences import Difference
+
+    return Difference(metric=metric, layer="gpu", unit="", bad="up", host=host, component=component, score=score,
+                      z=score, affected_value=1.0, peer_median=0.0, peer_p95=0.0, n_peers=8)
+
+
+def test_default_signals_prefer_distinct_metrics_then_top_up_to_three():
+    from investigations.views import default_signals
+
+    rows = [_diff("gpu.pcie.replay", "n01", "gpu3", 90), _diff("gpu.pcie.replay", "n01", "gpu2", 80),
+            _diff("gpu.temp", "n01", "gpu3", 40), _diff("gpu.pcie.replay", "n02", "gpu1", 30),
+            _diff("gpu.ecc.sbe", "n02", "gpu1", 20), _diff("gpu.power", "n01", "gpu3", 10),
+            _diff("gpu.sm_clock", "n01", "gpu3", 5)]
+    assert default_signals(rows) == ["gpu.pcie.replay@n01/gpu3", "gpu.temp@n01/gpu3", "gpu.ecc.sbe@n02/gpu1",
+                                     "gpu.power@n01/gpu3"]
+    # One metric only: the top three rows, in rank order.
+    same = [_diff("gpu.pcie.replay", "n01", f"gpu{g}", 10 - g) for g in range(5)]
+    assert default_signals(same) == ["gpu.pcie.replay@n01/gpu0", "gpu.pcie.replay@n01/gpu1", "gpu.pcie.replay@n01/gpu2"]
+    # Two metrics: both, then the best remaining row, still in rank order.
+    two = [_diff("gpu.temp", "n01", "gpu3", 9), _diff("gpu.temp", "n01", "gpu2", 8), _diff("host.x", "n01", "", 7)]
+    assert default_signals(two) == ["gpu.temp@n01/gpu3", "gpu.temp@n01/gpu2", "host.x@n01"]
+    assert default_signals([]) == []
+
+
+@pytest.mark.parametrize("z, text", [(1000.0, "≥+100σ"), (-1000.0, "≤−100σ"), (38.4, "+38σ"), (3.34, "+3.3σ"),
+                                     (-1.52, "−1.5σ"), (0.0, "+0.0σ"), (99.6, "+100σ")])
+def test_z_scores_read_as_sigmas_capped_at_a_hundred(z, text):
+    from investigations.views import fmt_z
+
+    assert fmt_z(z) == text
+
+
+@pytest.mark.parametrize("v, text", [(0.0, "0"), (0.354, "0.354"), (4.624, "4.62"), (23.258, "23.3"),
+                                     (1487.792, "1,488"), (0.000171, "1.7e−4"), (-2.5, "−2.5"), (3.2e9, "3.20e9")])
+def test_values_keep_three_significant_digits_and_small_rates_stay_visible(v, text):
+    from investigations.views import fmt_num
+
+    assert fmt_num(v) == text
+
+
 # --- changes: roles, CSRF, escaping, history -------------------------------------------------
 
 PIN = {"statement": "PCIe replays precede XID 79", "metric": "gpu.pcie.replay", "component_scope": "gpu",

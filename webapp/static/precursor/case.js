@@ -25,6 +25,10 @@
   let seq = 0;
   let drawing = false;
   let bound = false;
+  // Opened without s=: the "what's different" fragment names the top rows to chart (see
+  // views.default_signals). Only once, and only while nobody has picked a signal by hand.
+  let autoPending = overlayEl.dataset.autoSignals === "1" && state.s.length === 0;
+  const NO_SIGNALS = "No signals yet: add one with “+ signal”, from the topology, or from “What's different here”.";
 
   function viewQuery() {
     const parts = [];
@@ -69,7 +73,8 @@
   }
 
   function message(text, isError) {
-    if (window.Plotly && overlayEl.classList.contains("js-plotly-plot")) window.Plotly.purge(overlayEl);
+    // purge drops the plot's event handlers too: the next drawing binds the zoom handler again.
+    if (window.Plotly && overlayEl.classList.contains("js-plotly-plot")) { window.Plotly.purge(overlayEl); bound = false; }
     overlayEl.textContent = "";
     const p = document.createElement("p");
     p.className = isError ? "error" : "muted";
@@ -127,10 +132,33 @@
     changed();
   }
 
+  // Rows of "what's different" already in the overlay say so (and their button does nothing more).
+  function markDifferences() {
+    document.querySelectorAll("#differences tr[data-signal]").forEach((tr) => {
+      const on = state.s.includes(tr.dataset.signal);
+      tr.classList.toggle("in-overlay", on);
+      const b = tr.querySelector(".add-to-overlay");
+      if (b) { b.classList.toggle("in-overlay", on); b.textContent = on ? "✓ overlay" : "+ overlay"; b.title = on ? "in the overlay" : "add to the overlay"; }
+    });
+  }
+
   function changed() {
+    if (state.s.length) autoPending = false;
     syncUrl();
     renderChips();
-    draw();
+    markDifferences();
+    if (!autoPending) draw();  // a window picked while the defaults are on their way waits for them
+  }
+
+  function adoptDefaults(root) {
+    const src = root.querySelector("#diff-defaults");
+    let picks = [];
+    try { picks = src ? JSON.parse(src.textContent) : []; } catch (err) { picks = []; }
+    autoPending = false;
+    if (!picks.length || state.s.length) { if (!state.s.length) message(NO_SIGNALS, false); return; }
+    state.s = picks.slice();
+    changed();
+    setStatus("opened on the top rows of “What's different here”", false);
   }
 
   function addSignal(sig) {
@@ -215,6 +243,12 @@
     }
   });
 
+  document.addEventListener("fragment:loaded", (ev) => {
+    if (ev.target.id !== "differences") return;
+    if (autoPending) adoptDefaults(ev.target);
+    markDifferences();
+  });
+
   // The topology fragment names every part of the job: offer them in the picker.
   document.addEventListener("fragment:loaded", (ev) => {
     if (!ev.target.querySelector || !ev.target.querySelector("[data-topology]")) return;
@@ -231,5 +265,11 @@
 
   syncUrl();
   renderChips();
-  draw();
+  if (autoPending) {
+    overlayEl.dataset.state = "choosing";
+    // The fragment failed to arrive at all (network error): say what can be done instead.
+    setTimeout(() => { if (autoPending) { autoPending = false; message(NO_SIGNALS, false); } }, 90000);
+  } else {
+    draw();
+  }
 })();
