@@ -4,6 +4,7 @@ from a small fleet written to the embedded store."""
 from __future__ import annotations
 
 import json
+import zlib
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -39,7 +40,7 @@ def write_fleet(cluster: str, job_id: str = "4242", name: str = "llm-405b-7", t0
     start = t0 - timedelta(hours=3)
     ts = [start + timedelta(seconds=30 * i) for i in range(int(3.25 * 3600 / 30))]
     n = len(ts)
-    rng = np.random.default_rng(abs(hash(cluster)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(cluster.encode()))  # str hash() differs per process
     cols: dict[str, list] = {k: [] for k in ("ts", "cluster", "host", "component", "metric", "value")}
 
     def add(part):
@@ -289,9 +290,10 @@ def test_differences_fragment_names_the_default_signals_and_formats_numbers(alic
     html = alice_client.get(f"/cases/{case.pk}/differences?w=-10800,900").content.decode()
     defaults = json.loads(html.split('id="diff-defaults" type="application/json">')[1].split("</script>")[0])
     rows = [part.split('"')[0] for part in html.split('<tr data-signal="')[1:]]
-    # The fleet has three metrics: the best row of each, in rank order.
+    # The best row of each metric in rank order, topped up with the next rows to at least three.
     firsts = [r for i, r in enumerate(rows) if r.split("@")[0] not in {x.split("@")[0] for x in rows[:i]}]
-    assert defaults == firsts[:4] and len(defaults) == 3
+    expected = firsts[:4] + [r for r in rows if r not in firsts[:4]][: max(0, 3 - len(firsts[:4]))]
+    assert defaults == sorted(expected, key=rows.index) and 3 <= len(defaults) <= 4
     assert defaults[0] == rows[0] and defaults[0].endswith("@n01/gpu3")
     assert "1000.0σ" not in html and "σ</td>" in html
 
