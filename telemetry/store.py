@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,17 +146,38 @@ def query_settings(tag: str, timeout_s: int | None = None) -> dict:
     }
 
 
+_TAG_RE = re.compile(r"[^A-Za-z0-9_.:/ -]")
+_TRAILING_CLAUSE_RE = re.compile(r"\b(SETTINGS|FORMAT|INTO\s+OUTFILE)\b[^)]*$", re.I)
+
+
+def with_settings(sql: str, tag: str, timeout_s: int | None = None) -> tuple[str, dict]:
+    """Put the tag and time limit into the query's own SETTINGS clause when we can.
+
+    Passing them as per-call settings makes the embedded client run SET statements
+    before and after every query (measured: ~20 ms per query on a 60 ms chart query);
+    a trailing SETTINGS clause is plain ClickHouse SQL on both engines. Tags are
+    code-defined, reduced to a safe alphabet anyway."""
+    body = sql.rstrip().rstrip(";")
+    if _TRAILING_CLAUSE_RE.search(body):
+        return sql, query_settings(tag, timeout_s)
+    timeout = int(timeout_s or _config.query_timeout_s)
+    safe_tag = _TAG_RE.sub("_", tag[:200])
+    return f"{body}\nSETTINGS max_execution_time = {timeout}, log_comment = '{safe_tag}'", {}
+
+
 def query_df(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None):
-    return get_client().query_df(sql, parameters=parameters or {}, settings=query_settings(tag, timeout_s))
+    sql, settings = with_settings(sql, tag, timeout_s)
+    return get_client().query_df(sql, parameters=parameters or {}, settings=settings)
 
 
 def query_rows(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None) -> list[tuple]:
-    result = get_client().query(sql, parameters=parameters or {}, settings=query_settings(tag, timeout_s))
-    return result.result_rows
+    sql, settings = with_settings(sql, tag, timeout_s)
+    return get_client().query(sql, parameters=parameters or {}, settings=settings).result_rows
 
 
 def query_arrow(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None):
-    return get_client().query_arrow(sql, parameters=parameters or {}, settings=query_settings(tag, timeout_s))
+    sql, settings = with_settings(sql, tag, timeout_s)
+    return get_client().query_arrow(sql, parameters=parameters or {}, settings=settings)
 
 
 def command(sql: str, parameters: dict | None = None, *, tag: str = "command"):

@@ -62,3 +62,29 @@ def test_ping_reports_an_unreachable_server_without_raising():
         store.configure(old.dsn, cluster=old.cluster, ttl_days=old.ttl_days, query_timeout_s=old.query_timeout_s)
     assert ok is False
     assert "127.0.0.1" in detail or "onnect" in detail
+
+
+def test_queries_carry_their_tag_and_time_limit_in_their_own_settings_clause(telemetry_store):
+    sql, settings = store.with_settings("SELECT 1;", "overlay.series", 7)
+    assert settings == {}
+    assert sql.endswith("SETTINGS max_execution_time = 7, log_comment = 'overlay.series'")
+    rows = store.query_rows("SELECT getSetting('max_execution_time'), getSetting('log_comment')", tag="probe.tag", timeout_s=9)
+    assert rows == [(9, "probe.tag")]
+
+
+def test_a_query_with_its_own_settings_clause_gets_them_per_call():
+    sql, settings = store.with_settings("SELECT 1 SETTINGS max_threads = 1", "x", 5)
+    assert sql == "SELECT 1 SETTINGS max_threads = 1"
+    assert settings == {"log_comment": "x", "max_execution_time": 5}
+
+
+def test_tags_cannot_break_out_of_the_settings_clause():
+    sql, _ = store.with_settings("SELECT 1", "evil', max_threads = 1 --", 5)
+    assert sql.endswith("log_comment = 'evil__ max_threads _ 1 --'")
+
+
+def test_the_time_limit_stops_a_long_query(telemetry_store):
+    import pytest
+
+    with pytest.raises(Exception, match="TIMEOUT_EXCEEDED|Timeout exceeded"):
+        store.query_rows("SELECT count() FROM numbers_mt(100000000000) WHERE sleepEachRow(0) = 0", tag="probe.timeout", timeout_s=1)
