@@ -345,22 +345,22 @@ def scan_write_request(raw: bytes) -> RWScan | None:
 
 
 def _fingerprint(a: np.ndarray, words: _Words, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Polynomial hash of each byte range over aligned 64-bit words, independent of position.
+    """Polynomial hash of each byte range over 64-bit words read from the range's own start.
 
-    Only a guess of identity: callers compare the bytes before trusting a match.
+    Independent of where the range sits in the body: the same label set hashes the same
+    whether an earlier sample shifted it or not (proto3 omits zero values, so offsets move
+    between pushes). Only a guess of identity: callers compare the bytes before trusting it.
     """
-    nw = words.full
-    pw, inv = _power_tables(nw + 1)
-    prefix = np.empty(nw + 1, dtype=np.uint64)
-    prefix[0] = 0
-    np.cumsum(words.words * pw[:nw], out=prefix[1:])
-    w0 = (start + 7) // 8  # first whole word inside the range
-    w1 = end // 8  # one past the last whole word inside
-    w1 = np.maximum(w0, w1)
-    inner = (prefix[w1] - prefix[w0]) * inv[w0]
-    head = words.read(start)
+    length = end - start
+    full = length // 8  # whole words from the start; the last 8 bytes are mixed in separately
+    offsets = np.zeros(len(full), dtype=np.int64)
+    np.cumsum(full[:-1], out=offsets[1:])
+    total = int(full.sum())
+    pw, _ = _power_tables(int(full.max()) + 1 if len(full) else 1)
+    k = np.arange(total, dtype=np.int64) - np.repeat(offsets, full)
+    terms = words.read(np.repeat(start, full) + 8 * k) * pw[k]
+    inner = np.add.reduceat(terms, offsets) if total else np.zeros(len(full), np.uint64)
     tail = words.read(end - 8)
-    fp = inner ^ (head * _MIX[0]) ^ (tail * _MIX[1]) ^ ((end - start).astype(np.uint64) * _MIX[2])
-    fp ^= (start % 8).astype(np.uint64) * _MIX[3]
+    fp = inner ^ (tail * _MIX[1]) ^ (length.astype(np.uint64) * _MIX[2])
     fp ^= fp >> np.uint64(31)
     return fp

@@ -259,3 +259,18 @@ def test_scan_of_corrupted_requests_never_raises_and_never_lies(series_list, dat
                     scan.values[at : at + count].view("<u8").tolist()))
         at += count
     assert got == reference
+
+
+@pytest.mark.parametrize("shift", range(1, 9))
+def test_a_label_set_fingerprints_the_same_wherever_it_sits_in_the_body(shift):
+    # proto3 omits zero values, so a label set's offset moves between pushes; the cache key must not.
+    from telemetry.ingestion.remote_write import scan_write_request
+
+    target = RWSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "3", "Hostname": "gpu-a017"}, [1000], [41.0])
+    pad = RWSeries({"__name__": "pad", "instance": "x" * shift}, [1000], [1.0])
+    plain = scan_write_request(bytes(cramjam.snappy.decompress_raw(encode_write_request([target]))))
+    moved = scan_write_request(bytes(cramjam.snappy.decompress_raw(encode_write_request([pad, target]))))
+    assert plain is not None and moved is not None
+    assert moved.label_start[1] != plain.label_start[0]
+    assert moved.fingerprint[1] == plain.fingerprint[0]
+    assert moved.fingerprint[0] != moved.fingerprint[1]
