@@ -9,6 +9,8 @@ identical batch does not duplicate rows (ClickHouse drops the repeated blocks).
 from __future__ import annotations
 
 import hashlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -64,15 +66,47 @@ def content_token(table: pa.Table) -> str:
     return digest.hexdigest()
 
 
-def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: str = "writer") -> WriteResult:
-    table = conform(table_name, table)
-    if table.num_rows == 0:
-        return WriteResult(table_name, 0, "")
-    token = token or content_token(table)
+# Large batches are inserted as a few slices in parallel, each on its own thread's client:
+# the rollup views make an insert CPU-bound, and one insert uses about one core. Each slice
+# carries its own deterministic token, so a retry of the whole batch (same content, same
+# split) is still stored once, even if only some slices had landed.
+PARALLEL_MIN_ROWS = 50_000
+PARALLEL_SLICES = 2
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _insert_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(PARALLEL_SLICES, thread_name_prefix="telemetry-insert")
+        return _pool
+
+
+def _insert(table_name: str, table: pa.Table, token: str, tag: str) -> None:
     settings = {
         "insert_deduplication_token": f"{table_name}:{token}",
         "deduplicate_blocks_in_dependent_materialized_views": 1,
         "log_comment": tag,
     }
     store.get_client().insert_arrow(table_name, table, settings=settings)
-    return WriteResult(table_name, table.num_rows, token)
+
+
+def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: str = "writer") -> WriteResult:
+    table = conform(table_name, table)
+    if table.num_rows == 0:
+        return WriteResult(table_name, 0, "")
+    token = token or content_token(table)
+    n = table.num_rows
+    if n < PARALLEL_MIN_ROWS:
+        _insert(table_name, table, token, tag)
+        return WriteResult(table_name, n, token)
+    size = -(-n // PARALLEL_SLICES)
+    parts = [(table.slice(i, size), f"{token}:{k}/{PARALLEL_SLICES}") for k, i in enumerate(range(0, n, size))]
+    futures = [_insert_pool().submit(_insert, table_name, part, part_token, tag) for part, part_token in parts]
+    errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error
+    return WriteResult(table_name, n, token)

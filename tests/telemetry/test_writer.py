@@ -72,3 +72,23 @@ def test_uncastable_values_are_refused_before_writing(clean_store):
 def test_unknown_table_is_refused():
     with pytest.raises(writer.SchemaMismatch, match="unknown telemetry table 'nope'"):
         writer.write("nope", samples(1))
+
+
+def test_a_large_batch_is_inserted_in_parallel_slices_and_a_retry_is_still_stored_once(clean_store):
+    n = writer.PARALLEL_MIN_ROWS + 1234
+    start = dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc)
+    big = pa.table(
+        {
+            "ts": pa.array([start + dt.timedelta(seconds=i) for i in range(n)], schema.TS),
+            "cluster": ["c1"] * n,
+            "host": [f"n{i % 7:03d}" for i in range(n)],
+            "component": ["gpu0"] * n,
+            "metric": ["gpu.temp"] * n,
+            "value": [float(i % 97) for i in range(n)],
+        }
+    )
+    writer.write("samples", big)
+    writer.write("samples", big)
+    assert count() == n
+    assert count("SELECT sum(count) FROM samples_1m") == n
+    assert count("SELECT sum(value) FROM samples") == sum(float(i % 97) for i in range(n))
