@@ -165,14 +165,7 @@ class _TextSeries:
             self.codes = {c: grow(v) for c, v in self.codes.items()}
         i = self.size
         self.dcgm[i], self.scale[i], self.unknown[i] = res.dcgm, res.scale, res.unknown
-        for col in _Templates.COLUMNS:
-            pool = self.pools[col]
-            value = getattr(res, col)
-            code = pool.get(value)
-            if code is None:
-                code = pool[value] = len(pool)
-                self.pool_arrays[col] = None
-            self.codes[col][i] = code
+        _intern_codes(self, i, res)
         self.metric_names.append(res.metric)
         self.by_labels[key] = i
         self.size += 1
@@ -307,14 +300,7 @@ class _Templates:
             i = self.size
             self.raw[i], self.length[i] = raw, len(raw)
             self.dcgm[i], self.scale[i], self.unknown[i] = res.dcgm, res.scale, res.unknown
-            for col in self.COLUMNS:
-                pool = self.pools[col]
-                value = getattr(res, col)
-                code = pool.get(value)
-                if code is None:
-                    code = pool[value] = len(pool)
-                    self.pool_arrays[col] = None
-                self.codes[col][i] = code
+            _intern_codes(self, i, res)
             self.metric_names.append(res.metric)
             self.by_bytes[raw] = i
             self.size += 1
@@ -394,11 +380,7 @@ def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarra
     keep = ~np.isnan(vals)
     row_dcgm = t.dcgm[idx]
     if row_dcgm.any():
-        blank = (
-            ((vals >= DCGM_INT32_BLANK) & (vals <= DCGM_INT32_MAX))
-            | (vals >= float(DCGM_INT64_BLANK))
-            | ((vals >= DCGM_FP64_BLANK) & (vals < _FP64_BLANK_END))
-        )
+        blank = _dcgm_blank(vals)
         keep &= ~(row_dcgm & blank)
     unknown: set[str] = set()
     row_unknown = t.unknown[idx]
@@ -437,11 +419,7 @@ def _build(
     keep = ~np.isnan(vals)
     if dcgm.any():
         row_dcgm = dcgm[idx]
-        blank = (
-            ((vals >= DCGM_INT32_BLANK) & (vals <= DCGM_INT32_MAX))
-            | (vals >= float(DCGM_INT64_BLANK))
-            | ((vals >= DCGM_FP64_BLANK) & (vals < _FP64_BLANK_END))
-        )
+        blank = _dcgm_blank(vals)
         keep &= ~(row_dcgm & blank)
     dropped = n - int(keep.sum())
     if dropped:
@@ -543,3 +521,24 @@ def component_of(labels: Mapping[str, str]) -> str:
     if cpu:
         return f"cpu{cpu}" + (f"/core{get('cpucore')}" if get("cpucore") else "")
     return ""
+
+
+def _intern_codes(cache, i: int, res) -> None:
+    """Give row ``i`` of a label-set cache the dictionary codes of ``res``'s column values."""
+    for col in _Templates.COLUMNS:
+        pool = cache.pools[col]
+        value = getattr(res, col)
+        code = pool.get(value)
+        if code is None:
+            code = pool[value] = len(pool)
+            cache.pool_arrays[col] = None
+        cache.codes[col][i] = code
+
+
+def _dcgm_blank(vals: np.ndarray) -> np.ndarray:
+    """DCGM's "blank" sentinels (int32, int64 and fp64 ranges): no data, never a reading."""
+    return (
+        ((vals >= DCGM_INT32_BLANK) & (vals <= DCGM_INT32_MAX))
+        | (vals >= float(DCGM_INT64_BLANK))
+        | ((vals >= DCGM_FP64_BLANK) & (vals < _FP64_BLANK_END))
+    )
