@@ -46,7 +46,12 @@ How it reads the store
   ``none``), so a spike inside a minute stays visible; both bands use the same
   rule, so the line and the band stay comparable.
 * Downsampling is server-side: ``largestTriangleThreeBuckets(max_points)`` per
-  series (keeps spikes).
+  series (keeps spikes). The points come back as two Float64 arrays per series,
+  read as Arrow straight into numpy.
+* The series are selected by a few exact products (metrics x hosts x
+  components) that cover the signals, so the primary key narrows to them;
+  gauges and counters are separate branches (only counters need the previous
+  sample, a window function); times are bound as epoch integers.
 * At most three queries per overlay, whatever the number of signals: one for
   all affected series, one for all bands, one for the events, run at the same
   time on worker threads (each with its own client; the engine runs them in
@@ -254,106 +259,174 @@ class _Plan:
     params: dict
 
 
-# component IN lets the primary key (cluster, metric, host, component, ts) narrow to the exact series.
-_SERIES_FILTER = (
-    "component IN {components:Array(String)} AND (metric, host, component) IN {keys:Array(Tuple(String, String, String))}"
-)
+def _rectangles(keys: Iterable[tuple[str, str, str]]) -> list[tuple[list[str], list[str], list[str]]]:
+    """The (metric, host, component) keys as a few exact products metrics x hosts x components.
+
+    A case's signals are mostly one product (some metrics on some components of the affected
+    hosts). One ``metric IN .. AND host IN .. AND component IN ..`` term per product lets the
+    primary key narrow to exactly those series; a tuple IN over every key cost ~20 ms more per
+    query on a 100 M-sample store, and a plain cross product of the three lists could read many
+    series nobody asked for. The union of the products is exactly the keys."""
+    by_metric: dict[str, set[tuple[str, str]]] = {}
+    for metric, host, component in keys:
+        by_metric.setdefault(metric, set()).add((host, component))
+    same_pairs: dict[frozenset, list[str]] = {}
+    for metric, pairs in by_metric.items():
+        same_pairs.setdefault(frozenset(pairs), []).append(metric)
+    out = []
+    for pairs, metrics in same_pairs.items():
+        hosts = {h for h, _ in pairs}
+        components = {c for _, c in pairs}
+        if len(pairs) == len(hosts) * len(components):
+            out.append((sorted(metrics), sorted(hosts), sorted(components)))
+            continue
+        by_host: dict[str, set[str]] = {}
+        for h, c in pairs:
+            by_host.setdefault(h, set()).add(c)
+        same_components: dict[frozenset, list[str]] = {}
+        for h, cs in by_host.items():
+            same_components.setdefault(frozenset(cs), []).append(h)
+        for cs, hs in same_components.items():
+            out.append((sorted(metrics), sorted(hs), sorted(cs)))
+    return sorted(out)
+
+
+def _keys_filter(n_rectangles: int) -> str:
+    """SQL text for `n_rectangles` products; the values are the parameters r{i}m / r{i}h / r{i}c."""
+    return "(" + " OR ".join(
+        f"(metric IN {{r{i}m:Array(String)}} AND host IN {{r{i}h:Array(String)}} "
+        f"AND component IN {{r{i}c:Array(String)}})"
+        for i in range(n_rectangles)
+    ) + ")"
+
+
 _BAND_FILTER = f"(metric, {FAMILY_SQL}) IN {{fams:Array(Tuple(String, String))}}"
 
+# Times are bound as integers (epoch seconds / milliseconds) and compared in integer arithmetic:
+# DateTime64 parameters and conversions cost more than the reads on the rollup. The window
+# [start, end] is exact; the rollup minutes are read from floor(start) and cut by x >= x0.
+_RAW_TS = "ts >= fromUnixTimestamp64Milli({%s:Int64}, 'UTC') AND ts <= fromUnixTimestamp64Milli({end_ms:Int64}, 'UTC')"
+_ROLLUP_TS = "ts >= toDateTime({%s:Int64}) AND ts <= toDateTime({end_s:Int64})"
 
-def _rated_sql(source: str, series_filter: str) -> str:
-    """Rows (metric, host, component, ts, x, y) of the window; `series_filter` is constant SQL text."""
+
+def _rated_sql(source: str, series_filter: str, *, gauges: bool, counters: bool) -> str:
+    """Rows (metric, host, component, x, y) of the window, x in seconds from t0, counters as rates.
+
+    `series_filter` is constant SQL text (parameters only). Gauges and counters are separate
+    branches: only counters need the previous sample of their series (a window function, which
+    sorts its input), and a branch is left out when the signals have no metric of its kind."""
+    where = "cluster = {cluster:String} AND host IN {hosts:Array(String)} AND "
+    branches = []
     if source == "samples":
-        inner = (
-            "SELECT metric, host, component, ts, value AS v "
-            "FROM samples "
-            "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} "
-            "AND host IN {hosts:Array(String)} AND ts >= {lo:DateTime64(3, 'UTC')} AND ts <= {end:DateTime64(3, 'UTC')} "
-            f"AND {series_filter}"
+        if gauges:
+            branches.append(
+                "SELECT metric, host, component, (toUnixTimestamp64Milli(ts) - {t0_ms:Int64}) / 1000.0 AS x, "
+                "value AS y FROM samples "
+                f"WHERE {where}metric IN {{gauges:Array(String)}} AND {_RAW_TS % 'start_ms'} AND {series_filter}"
+            )
+        counter_rows = (
+            "SELECT metric, host, component, toUnixTimestamp64Milli(ts) AS t, value AS v FROM samples "
+            f"WHERE {where}metric IN {{counters:Array(String)}} AND {_RAW_TS % 'lo_ms'} AND {series_filter}"
         )
+        t_ms, dt_ms = "t", "(t - pt)"
     else:
-        # Merge the not-yet-merged rollup parts first; pick the minute's representative value.
-        inner = (
-            "SELECT metric, host, component, toDateTime64(minute, 3, 'UTC') AS ts, v FROM ("
-            "SELECT metric, host, component, ts AS minute, "
-            "multiIf(has({counters:Array(String)}, metric), max(max), "
-            "has({bad_up:Array(String)}, metric), max(max), "
-            "has({bad_down:Array(String)}, metric), min(min), sum(sum) / sum(count)) AS v "
-            "FROM samples_1m "
-            "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} "
-            "AND host IN {hosts:Array(String)} AND ts >= toDateTime({lo:DateTime64(3, 'UTC')}) "
-            "AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
-            f"AND {series_filter} "
-            "GROUP BY metric, host, component, minute)"
+        # A minute of the rollup may still be split over unmerged parts: merge it, then take its
+        # representative value (the bad direction's extreme, else the mean; a counter's max).
+        if gauges:
+            branches.append(
+                "SELECT metric, host, component, (toInt64(toUnixTimestamp(ts)) * 1000 - {t0_ms:Int64}) / 1000.0 AS x, "
+                "multiIf(has({bad_up:Array(String)}, metric), max(max), "
+                "has({bad_down:Array(String)}, metric), min(min), sum(sum) / sum(count)) AS y "
+                "FROM samples_1m "
+                f"WHERE {where}metric IN {{gauges:Array(String)}} AND {_ROLLUP_TS % 'start_s'} AND {series_filter} "
+                "GROUP BY metric, host, component, ts"
+            )
+        counter_rows = (
+            "SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, max(max) AS v FROM samples_1m "
+            f"WHERE {where}metric IN {{counters:Array(String)}} AND {_ROLLUP_TS % 'lo_s'} AND {series_filter} "
+            "GROUP BY metric, host, component, ts"
         )
-    # Counters: delta to the previous sample of the same series; a negative delta is a reset,
-    # so the increase since then is the new value. Gauges pass through.
-    return (
-        "SELECT metric, host, component, ts, "
-        "(toUnixTimestamp64Milli(ts) - toUnixTimestamp64Milli({t0:DateTime64(3, 'UTC')})) / 1000.0 AS x, "
-        "if(has({counters:Array(String)}, metric), "
-        "if(prev_ms = 0, nan, if(v >= prev_v, v - prev_v, v) * 1000.0 / (toUnixTimestamp64Milli(ts) - prev_ms)), "
-        "v) AS y "
-        "FROM (SELECT metric, host, component, ts, v, lagInFrame(v, 1, v) OVER w AS prev_v, "
-        "lagInFrame(toUnixTimestamp64Milli(ts), 1, 0) OVER w AS prev_ms "
-        f"FROM ({inner}) "
-        "WINDOW w AS (PARTITION BY metric, host, component ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))"
-    )
+        t_ms, dt_ms = "t * 1000", "((t - pt) * 1000)"
+    if counters:
+        # Delta to the previous sample of the same series; a negative delta is a reset, so the
+        # increase since then is the new value (as Prometheus rate does). No previous: no rate.
+        branches.append(
+            f"SELECT metric, host, component, ({t_ms} - {{t0_ms:Int64}}) / 1000.0 AS x, "
+            f"if(pt = 0, nan, if(v >= pv, v - pv, v) * 1000.0 / {dt_ms}) AS y FROM ("
+            "SELECT metric, host, component, t, v, lagInFrame(v, 1, v) OVER w AS pv, lagInFrame(t, 1, 0) OVER w AS pt "
+            f"FROM ({counter_rows}) "
+            "WINDOW w AS (PARTITION BY metric, host, component ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))"
+        )
+    return " UNION ALL ".join(branches)
 
 
-def _series_sql(source: str) -> str:
+def _kinds(params: dict) -> dict:
+    return {"gauges": bool(params["gauges"]), "counters": bool(params["counters"])}
+
+
+def _series_sql(source: str, params: dict) -> str:
+    rated = _rated_sql(source, _keys_filter(params["n_rectangles"]), **_kinds(params))
+    # The points come back as two Array(Float64) columns, read as Arrow: no Python object per
+    # point (a tuple per point cost ~25 ms per overlay to build and convert, and fed the GC).
     return (
+        "SELECT metric, host, component, arrayMap(p -> p.1, pts) AS xs, arrayMap(p -> p.2, pts) AS ys FROM ("
         "SELECT metric, host, component, largestTriangleThreeBuckets({n:UInt64})(x, y) AS pts "
-        f"FROM ({_rated_sql(source, _SERIES_FILTER)}) "
-        "WHERE x >= {x0:Float64} AND isFinite(y) "
-        "GROUP BY metric, host, component"
+        f"FROM ({rated}) WHERE x >= {{x0:Float64}} AND isFinite(y) "
+        "GROUP BY metric, host, component)"
     )
 
 
-def _band_sql(source: str) -> str:
-    if source == "samples_1m":
-        return _ROLLUP_BAND_SQL
+def _series_arrays(table) -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
+    """{(metric, host, component): (x, y)} from the Arrow result of `_series_sql`."""
+    if table.num_rows == 0:
+        return {}
+    xs, ys = table.column("xs").combine_chunks(), table.column("ys").combine_chunks()
+    offsets = xs.offsets.to_numpy()
+    x_values = xs.values.to_numpy(zero_copy_only=False)
+    y_values = ys.values.to_numpy(zero_copy_only=False)
+    keys = zip(*(table.column(c).to_pylist() for c in ("metric", "host", "component")))
+    return {key: (x_values[offsets[i]:offsets[i + 1]], y_values[offsets[i]:offsets[i + 1]])
+            for i, key in enumerate(keys)}
+
+
+def _band_sql(source: str, params: dict) -> str:
+    """The peers band: quantiles over the `hosts` parameter (the peers) per (metric, family, bucket)."""
+    rows = _rated_sql(source, _BAND_FILTER, **_kinds(params)) if source == "samples" else _rollup_band_rows(params)
     return (
         f"SELECT metric, {FAMILY_SQL} AS fam, "
         "intDiv(x - {x0:Float64}, {bucket:Float64}) AS b, "
         "quantilesExactInclusive(0.05, 0.5, 0.95)(y) AS q, count() AS n "
-        f"FROM ({_rated_sql(source, _BAND_FILTER)}) "
+        f"FROM ({rows}) "
         "WHERE x >= {x0:Float64} AND isFinite(y) "
         "GROUP BY metric, fam, b ORDER BY metric, fam, b"
     )
 
 
-# Bands on the rollup skip the per-minute merge of not-yet-merged parts (a hash GROUP BY over
-# every peer series x minute cost 5-10x the read itself): each rollup row counts as one peer
-# sample. Gauges use the row's max/min/mean as the series do. Counters use the minute maximum
-# (= the closing value of a monotone counter) differenced in sort-key order, so the window reads
-# in storage order; a part split of one minute gives two rows whose increments sum correctly.
-_ROLLUP_BAND_ROWS = (
-    "SELECT metric, component, "
-    "(toUnixTimestamp(ts) - toUnixTimestamp({t0:DateTime64(3, 'UTC')})) AS x, "
-    "multiIf(has({bad_up:Array(String)}, metric), max, has({bad_down:Array(String)}, metric), min, sum / count) AS y "
-    "FROM samples_1m "
-    "WHERE cluster = {cluster:String} AND metric IN {gauges:Array(String)} AND host IN {hosts:Array(String)} "
-    "AND ts >= toDateTime({start:DateTime64(3, 'UTC')}) AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
-    f"AND {_BAND_FILTER} "
-    "UNION ALL "
-    "SELECT metric, component, x, if(isNull(prev), nan, if(max >= prev, max - prev, max) / 60.0) AS y FROM ("
-    "SELECT metric, component, (toUnixTimestamp(ts) - toUnixTimestamp({t0:DateTime64(3, 'UTC')})) AS x, max, "
-    "lagInFrame(toNullable(max), 1, NULL) OVER (PARTITION BY cluster, metric, host, component ORDER BY ts, max "
-    "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev "
-    "FROM samples_1m "
-    "WHERE cluster = {cluster:String} AND metric IN {counters:Array(String)} AND host IN {hosts:Array(String)} "
-    "AND ts >= toDateTime({lo:DateTime64(3, 'UTC')}) AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
-    f"AND {_BAND_FILTER})"
-)
-_ROLLUP_BAND_SQL = (
-    f"SELECT metric, {FAMILY_SQL} AS fam, "
-    "intDiv(x - {x0:Float64}, {bucket:Float64}) AS b, "
-    "quantilesExactInclusive(0.05, 0.5, 0.95)(y) AS q, count() AS n "
-    f"FROM ({_ROLLUP_BAND_ROWS}) "
-    "WHERE x >= {x0:Float64} AND isFinite(y) "
-    "GROUP BY metric, fam, b ORDER BY metric, fam, b"
-)
+def _rollup_band_rows(params: dict) -> str:
+    """Peers-band rows on the rollup, without the per-minute merge of not-yet-merged parts (a hash
+    GROUP BY over every peer series x minute cost 5-10x the read itself): each rollup row counts
+    as one peer sample. Gauges use the row's max/min/mean as the series do. Counters use the
+    minute maximum (= the closing value of a monotone counter) differenced in sort-key order, so
+    the window reads in storage order; a part split of one minute gives two rows whose increments
+    sum correctly."""
+    where = "cluster = {cluster:String} AND host IN {hosts:Array(String)} AND "
+    x = "(toInt64(toUnixTimestamp(ts)) * 1000 - {t0_ms:Int64}) / 1000.0"
+    branches = []
+    if params["gauges"]:
+        branches.append(
+            f"SELECT metric, component, {x} AS x, "
+            "multiIf(has({bad_up:Array(String)}, metric), max, has({bad_down:Array(String)}, metric), min, sum / count) AS y "
+            f"FROM samples_1m WHERE {where}metric IN {{gauges:Array(String)}} AND {_ROLLUP_TS % 'start_s'} AND {_BAND_FILTER}"
+        )
+    if params["counters"]:
+        branches.append(
+            "SELECT metric, component, x, if(isNull(prev), nan, if(max >= prev, max - prev, max) / 60.0) AS y FROM ("
+            f"SELECT metric, component, {x} AS x, max, "
+            "lagInFrame(toNullable(max), 1, NULL) OVER (PARTITION BY cluster, metric, host, component ORDER BY ts, max "
+            "ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev "
+            f"FROM samples_1m WHERE {where}metric IN {{counters:Array(String)}} AND {_ROLLUP_TS % 'lo_s'} AND {_BAND_FILTER})"
+        )
+    return " UNION ALL ".join(branches)
 
 
 def _band_table() -> str:
@@ -380,22 +453,25 @@ _FLEET_STATES = (
 )
 
 
-def _fleet_band_sql() -> str:
+def _fleet_band_sql(params: dict) -> str:
     """Rows (metric, fam, b, [p5, p50, p95], n) from band_1m: one merge per (metric, family, bucket).
 
     Only the state the metric needs is read: the within-minute rate for counters, the minute
     max / min / mean for gauges by bad direction (the same rule as the rollup line). One branch
-    per state, because reading a state column deserialises every state in it even when unused."""
+    per state, because reading a state column deserialises every state in it even when unused;
+    a branch is left out when no signal needs its state. The window is read from ceil(start), so
+    the bucket of a minute is an integer division."""
     branches = [
         "SELECT metric, family AS fam, "
-        "toInt64(floor((toUnixTimestamp(ts) - {t0f:Float64} - {x0:Float64}) / {fbucket:Float64})) AS b, "
+        "intDiv(toInt64(toUnixTimestamp(ts)) - {fstart_s:Int64}, {fbucket_s:Int64}) AS b, "
         f"quantilesTDigestMerge(0.05, 0.5, 0.95)({state}) AS q, sum({count}) AS n "
         f"FROM {_band_table()} "
         f"WHERE cluster = {{cluster:String}} AND metric IN {{{param}:Array(String)}} "
         "AND family IN {families:Array(String)} "
-        "AND ts >= toDateTime({start:DateTime64(3, 'UTC')}) AND ts <= toDateTime({end:DateTime64(3, 'UTC')}) "
+        "AND ts >= toDateTime({fstart_s:Int64}) AND ts <= toDateTime({end_s:Int64}) "
         "GROUP BY metric, fam, b"
         for state, count, param in _FLEET_STATES
+        if params[param]
     ]
     # No (metric, family) tuple filter and no ORDER BY: each cost ~20% of this query; the few extra
     # (metric, family) pairs of the cross product are dropped and the buckets sorted in Python.
@@ -424,6 +500,9 @@ def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
     bad_down = [m for m in metrics if resolved.get(m) is not None and resolved[m].bad == "down"]
     keys = sorted({(_canonical(s.metric, resolved), s.host, s.component) for s in q.signals})
     fams = sorted({(_canonical(s.metric, resolved), component_family(s.component)) for s in q.signals})
+    rectangles = _rectangles(keys)
+    fbucket = fleet_band_bucket(source, bucket)
+    start_ms, lo_ms, end_ms = _epoch_ms(start), _epoch_ms(lo), _epoch_ms(end)
     params = {
         "cluster": q.cluster,
         "metrics": metrics,
@@ -431,24 +510,39 @@ def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
         "gauges": [m for m in metrics if m not in counters],
         "bad_up": bad_up,
         "bad_down": bad_down,
-        "keys": keys,
         "fams": fams,
-        "lo": lo,
-        "start": start,
-        "end": end,
-        "t0": t0,
+        "n_rectangles": len(rectangles),
+        # Epoch milliseconds for the raw table; whole seconds (floor, or ceil for the fleet band's
+        # first minute) for the minute rollups.
+        "t0_ms": _epoch_ms(t0),
+        "start_ms": start_ms,
+        "lo_ms": lo_ms,
+        "end_ms": end_ms,
+        "start_s": start_ms // 1000,
+        "lo_s": lo_ms // 1000,
+        "end_s": end_ms // 1000,
+        "fstart_s": -(-start_ms // 1000),
         "x0": float(q.start_offset_s),
         "bucket": float(bucket),
         "n": int(q.max_points),
-        "components": sorted({s.component for s in q.signals}),
         "families": sorted({f for _, f in fams}),
-        "t0f": t0.timestamp(),
-        "fbucket": fleet_band_bucket(source, bucket),
+        "fbucket": fbucket,
+        "fbucket_s": int(fbucket),
         "up_gauges": [m for m in bad_up if m not in counters],
         "down_gauges": [m for m in bad_down if m not in counters],
         "mean_gauges": [m for m in metrics if m not in counters and m not in bad_up and m not in bad_down],
     }
+    for i, (r_metrics, r_hosts, r_components) in enumerate(rectangles):
+        params[f"r{i}m"], params[f"r{i}h"], params[f"r{i}c"] = r_metrics, r_hosts, r_components
     return _Plan(source, bucket, lo, start, end, params)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _epoch_ms(ts: datetime) -> int:
+    """Milliseconds since the epoch, truncated as a DateTime64(3) value is."""
+    return (ts - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _canonical(name: str, resolved: dict[str, catalog.Metric | None]) -> str:
@@ -501,21 +595,21 @@ def run_overlay(
     def peers_band(fams) -> list:
         if not peers or not fams:
             return []
-        return store.query_rows(_band_sql(p.source), {**p.params, "hosts": peers, "fams": fams},
+        return store.query_rows(_band_sql(p.source, p.params), {**p.params, "hosts": peers, "fams": fams},
                                 tag="overlay.bands", timeout_s=timeout_s)
 
     def band() -> tuple[list, list]:
         if mode == "peers":
             return [], peers_band(p.params["fams"])
         wanted = {tuple(f) for f in p.params["fams"]}
-        fleet = [r for r in store.query_rows(_fleet_band_sql(), p.params, tag="overlay.fleet_bands", timeout_s=timeout_s)
+        fleet = [r for r in store.query_rows(_fleet_band_sql(p.params), p.params, tag="overlay.fleet_bands", timeout_s=timeout_s)
                  if (r[0], r[1]) in wanted]
         have = {(r[0], r[1]) for r in fleet}
         return fleet, peers_band([f for f in p.params["fams"] if tuple(f) not in have])
 
     pool = _executor()
     series_job = pool.submit(
-        store.query_rows, _series_sql(p.source), {**p.params, "hosts": affected_hosts},
+        store.query_arrow, _series_sql(p.source, p.params), {**p.params, "hosts": affected_hosts},
         tag="overlay.series", timeout_s=timeout_s,
     )
     band_job = pool.submit(band)
@@ -526,9 +620,9 @@ def run_overlay(
         tag="overlay.events", timeout_s=timeout_s,
     )
     fleet_rows, peer_rows = band_job.result()
-    series_rows, event_rows = series_job.result(), event_job.result()
+    series, event_rows = _series_arrays(series_job.result()), event_job.result()
     band_source = "+".join(name for name, rows in (("fleet", fleet_rows), ("peers", peer_rows)) if rows)
-    return _assemble(q, p, resolved, series_rows, fleet_rows, peer_rows, event_rows, peers, band_source)
+    return _assemble(q, p, resolved, series, fleet_rows, peer_rows, event_rows, peers, band_source)
 
 
 def _bands(rows, x0: float, bucket_s: float) -> dict[tuple[str, str], Band]:
@@ -544,12 +638,9 @@ def _bands(rows, x0: float, bucket_s: float) -> dict[tuple[str, str], Band]:
     return out
 
 
-def _assemble(q, p: _Plan, resolved, series_rows, fleet_rows, peer_rows, event_rows, peers,
+def _assemble(q, p: _Plan, resolved, series, fleet_rows, peer_rows, event_rows, peers,
               band_source: str) -> OverlayResult:
-    by_key = {}
-    for metric, host, component, pts in series_rows:
-        arr = np.asarray(pts, dtype=float).reshape(-1, 2) if pts else np.empty((0, 2))
-        by_key[(metric, host, component)] = arr
+    empty = (np.empty(0), np.empty(0))
     band_objs = _bands(peer_rows, q.start_offset_s, p.bucket_s)
     band_objs.update(_bands(fleet_rows, q.start_offset_s, p.params["fbucket"]))
     out = []
@@ -557,7 +648,7 @@ def _assemble(q, p: _Plan, resolved, series_rows, fleet_rows, peer_rows, event_r
         m = resolved.get(s.metric)
         name = m.name if m is not None else s.metric
         fam = component_family(s.component)
-        arr = by_key.get((name, s.host, s.component), np.empty((0, 2)))
+        x, y = series.get((name, s.host, s.component), empty)
         unit = (m.unit + "/s") if (m is not None and m.is_counter) else (m.unit if m is not None else "")
         out.append(
             SignalSeries(
@@ -568,8 +659,8 @@ def _assemble(q, p: _Plan, resolved, series_rows, fleet_rows, peer_rows, event_r
                 kind=m.kind if m is not None else "gauge",
                 bad=m.bad if m is not None else "none",
                 family=fam,
-                x=arr[:, 0],
-                y=arr[:, 1],
+                x=x,
+                y=y,
                 band=band_objs.get((name, fam)),
             )
         )

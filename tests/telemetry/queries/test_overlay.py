@@ -289,3 +289,51 @@ def test_band_mode_is_validated():
     with pytest.raises(InvalidSignal, match="band 'nearby'"):
         overlay.validate(OverlayQuery("c1", T0, -60, 0, [SignalSpec("gpu.temp", "n1", "gpu0")], band="nearby"),
                          allowed_hosts=None)
+
+
+def test_rectangles_cover_exactly_the_signals():
+    keys = {("m1", "h1", "gpu0"), ("m1", "h1", "gpu1"), ("m2", "h1", "gpu0"), ("m2", "h1", "gpu1"),  # one product
+            ("m3", "h1", "gpu0"), ("m3", "h2", "gpu5"),  # not a product: split by host
+            ("m4", "h2", "gpu5")}
+    rects = overlay._rectangles(sorted(keys))
+    covered = [(m, h, c) for ms, hs, cs in rects for m in ms for h in hs for c in cs]
+    assert sorted(covered) == sorted(keys)  # exact, and no key twice
+    assert (["m1", "m2"], ["h1"], ["gpu0", "gpu1"]) in rects
+    assert len(rects) <= 4
+
+
+@pytest.mark.parametrize("hours", [2, 24])  # the raw table and the rollup
+def test_only_the_asked_series_come_back(clean_store, hours):
+    ts = every(T0 - timedelta(hours=hours), 30, hours * 120)
+    for host in ("n1", "n2"):
+        for g in range(3):
+            for metric in ("gpu.temp", "gpu.power", "gpu.pcie.replay"):
+                base = 10_000.0 * g + (100_000 if host == "n2" else 0)
+                write_samples("c1", host, f"gpu{g}", metric, ts, base + np.arange(len(ts)) * (g + 1))
+    # Not a product of metrics x hosts x components.
+    signals = [SignalSpec("gpu.temp", "n1", "gpu0"), SignalSpec("gpu.power", "n2", "gpu2"),
+               SignalSpec("gpu.pcie.replay", "n1", "gpu1"), SignalSpec("gpu.pcie.replay", "n2", "gpu0")]
+    q = OverlayQuery("c1", T0, -hours * 3600, 0, signals, max_points=600)
+    res = overlay.run_overlay(q, allowed_hosts={"n1", "n2"})
+    assert res.source == ("samples" if hours == 2 else "samples_1m")
+    assert [s.signal for s in res.series] == signals
+    for s in res.series:
+        assert len(s.x) > 10
+    temp, power, replay1, replay0 = res.series
+    assert temp.y.min() >= 0 and temp.y.max() < 10_000  # n1 gpu0 only
+    assert power.y.min() >= 120_000  # n2 gpu2 only
+    # Counters: +2 per 30 s on gpu1 and +1 per 30 s on gpu0, as per-second rates.
+    np.testing.assert_allclose(replay1.y, 2 / 30)
+    np.testing.assert_allclose(replay0.y, 1 / 30)
+
+
+def test_a_t0_with_milliseconds_keeps_x_exact(clean_store):
+    ts = every(T0 - timedelta(minutes=10), 10, 60)
+    write_samples("c1", "n1", "gpu0", "gpu.temp", ts, np.arange(60.0))
+    t0 = T0 + timedelta(milliseconds=250)
+    res = overlay.run_overlay(OverlayQuery("c1", t0, -300, 0, [SignalSpec("gpu.temp", "n1", "gpu0")]),
+                              allowed_hosts={"n1"})
+    s = res.series[0]
+    # The window starts at T0 - 299.75 s: its first sample is T0 - 290 s, at x = -290.25.
+    assert s.x[0] == pytest.approx(-290.25)
+    assert s.x[-1] == pytest.approx(-10.25)  # the last sample, T0 - 10 s
