@@ -13,7 +13,9 @@ parameters: the 32 affected series (the rollup minutes, counter rates,
 ``band_1m`` (the band definition the runner uses on a 12 h window), and the
 events of the host. They run the way the runner runs its queries: at the same
 time on three threads, each with its own client, and the time is until the last
-result rows are in Python. No validation, inventory lookup or assembly.
+result is in Python (the series points as two Float64 arrays read as Arrow, as the
+runner reads them; bands and events as rows). No validation, inventory lookup or
+assembly.
 
 The store must hold >= 100 M samples. The benchmark brings its own data in a
 dedicated cluster ``bench-case``: 256 hosts x 8 GPUs x 6 metrics at 10 s for
@@ -25,7 +27,8 @@ samples already stored).
 
 Each repetition is a different case (t0 moves across the day, the failing
 host and its 64 peers change) and the overlay and the raw SQL run back to
-back on the same case, so both see the same cache state.
+back on the same case. Whichever runs first warms the engine's caches for the
+other, so the order alternates from one case to the next.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from telemetry import catalog, migrate, store
+from webapp.heap import freeze_startup_heap
 from telemetry.queries.overlay import EVENT_KINDS, MAX_EVENTS, OverlayQuery, SignalSpec, choose_source, run_overlay
 
 CLUSTER = "bench-case"
@@ -166,8 +170,9 @@ def _raw_sql(q: OverlayQuery) -> list[str]:
         f"ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS pv FROM ({minutes}))"
     )
     series = (
-        f"SELECT metric, component, largestTriangleThreeBuckets({MAX_POINTS})(x, y) FROM ({rated}) "
-        f"WHERE x >= {q.start_offset_s} AND isFinite(y) GROUP BY metric, component"
+        "SELECT metric, component, arrayMap(p -> p.1, pts) AS xs, arrayMap(p -> p.2, pts) AS ys FROM ("
+        f"SELECT metric, component, largestTriangleThreeBuckets({MAX_POINTS})(x, y) AS pts FROM ({rated}) "
+        f"WHERE x >= {q.start_offset_s} AND isFinite(y) GROUP BY metric, component)"
     )
     bands = " UNION ALL ".join(
         f"SELECT metric, intDiv(toUnixTimestamp(ts) - {starts}, {bucket}) AS b, "
@@ -185,7 +190,11 @@ def _raw_sql(q: OverlayQuery) -> list[str]:
     return [series, bands, events]
 
 
-def _raw_rows(sql: str) -> list:
+def _raw_rows(sql: str):
+    # The series points are fetched the way the runner fetches them (two Float64 arrays, Arrow),
+    # the cheapest form; the small band and event results as rows, as the runner does.
+    if sql.startswith("SELECT metric, component, arrayMap"):
+        return store.get_client().query_arrow(sql)
     return store.get_client().query(sql).result_rows
 
 
@@ -216,15 +225,26 @@ def run(options: dict, progress) -> dict:
     # One untimed warm-up of each path (first-use costs: parsing caches, client set-up).
     run_overlay(cases[0], allowed_hosts=_case_hosts(cases[0]))
     list(raw_pool.map(_raw_rows, _raw_sql(cases[0])))
+    freeze_startup_heap()  # as `serve` and the WSGI entry point do once they are loaded
     overlay_ms, raw_ms, points = [], [], 0
-    for k, q in enumerate(cases):
+
+    def timed_overlay(q):
+        nonlocal result, points
         t = time.perf_counter()
         result = run_overlay(q, allowed_hosts=_case_hosts(q))
         overlay_ms.append((time.perf_counter() - t) * 1000)
         points = max(points, max(len(s.x) for s in result.series))
+
+    def timed_raw(q):
         t = time.perf_counter()
         list(raw_pool.map(_raw_rows, _raw_sql(q)))
         raw_ms.append((time.perf_counter() - t) * 1000)
+
+    result = None
+    for k, q in enumerate(cases):
+        # Whichever runs first on a case warms the engine's caches for the other: alternate.
+        for step in ((timed_overlay, timed_raw) if k % 2 == 0 else (timed_raw, timed_overlay)):
+            step(q)
         progress(f"case {k + 1}/{reps}: overlay {overlay_ms[-1]:.0f} ms, raw {raw_ms[-1]:.0f} ms")
     raw_pool.shutdown()
     if not options.get("keep", True):

@@ -27,6 +27,7 @@ class Command(BaseCommand):
 
         from investigations.services.jobs import recover_jobs
         from webapp import celery_app, worker
+        from webapp.heap import freeze_startup_heap
         from webapp.wsgi import application
 
         try:
@@ -62,6 +63,7 @@ class Command(BaseCommand):
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, interrupt)
+        freeze_startup_heap()  # again: the worker and the server were set up after the wsgi import
         self.stdout.write(f"Precursor is running at http://{opts['host']}:{opts['port']}/  (Ctrl-C to stop)")
         sys.stdout.flush()
         try:
