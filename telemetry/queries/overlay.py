@@ -300,7 +300,7 @@ def _keys_filter(n_rectangles: int) -> str:
     ) + ")"
 
 
-_BAND_FILTER = f"(metric, {FAMILY_SQL}) IN {{fams:Array(Tuple(String, String))}}"
+_BAND_FILTER = f"host IN {{hosts:Array(String)}} AND (metric, {FAMILY_SQL}) IN {{fams:Array(Tuple(String, String))}}"
 
 # Times are bound as integers (epoch seconds / milliseconds) and compared in integer arithmetic:
 # DateTime64 parameters and conversions cost more than the reads on the rollup. The window
@@ -315,7 +315,7 @@ def _rated_sql(source: str, series_filter: str, *, gauges: bool, counters: bool)
     `series_filter` is constant SQL text (parameters only). Gauges and counters are separate
     branches: only counters need the previous sample of their series (a window function, which
     sorts its input), and a branch is left out when the signals have no metric of its kind."""
-    where = "cluster = {cluster:String} AND host IN {hosts:Array(String)} AND "
+    where = "cluster = {cluster:String} AND "
     branches = []
     if source == "samples":
         if gauges:
@@ -328,13 +328,13 @@ def _rated_sql(source: str, series_filter: str, *, gauges: bool, counters: bool)
             "SELECT metric, host, component, toUnixTimestamp64Milli(ts) AS t, value AS v FROM samples "
             f"WHERE {where}metric IN {{counters:Array(String)}} AND {_RAW_TS % 'lo_ms'} AND {series_filter}"
         )
-        t_ms, dt_ms = "t", "(t - pt)"
+        x, rate = "(t - {t0_ms:Int64}) / 1000.0", "* 1000.0 / (t - pt)"
     else:
         # A minute of the rollup may still be split over unmerged parts: merge it, then take its
         # representative value (the bad direction's extreme, else the mean; a counter's max).
         if gauges:
             branches.append(
-                "SELECT metric, host, component, (toInt64(toUnixTimestamp(ts)) * 1000 - {t0_ms:Int64}) / 1000.0 AS x, "
+                "SELECT metric, host, component, toUnixTimestamp(ts) - {t0_s:Float64} AS x, "
                 "multiIf(has({bad_up:Array(String)}, metric), max(max), "
                 "has({bad_down:Array(String)}, metric), min(min), sum(sum) / sum(count)) AS y "
                 "FROM samples_1m "
@@ -342,17 +342,17 @@ def _rated_sql(source: str, series_filter: str, *, gauges: bool, counters: bool)
                 "GROUP BY metric, host, component, ts"
             )
         counter_rows = (
-            "SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, max(max) AS v FROM samples_1m "
+            "SELECT metric, host, component, toUnixTimestamp(ts) AS t, max(max) AS v FROM samples_1m "
             f"WHERE {where}metric IN {{counters:Array(String)}} AND {_ROLLUP_TS % 'lo_s'} AND {series_filter} "
             "GROUP BY metric, host, component, ts"
         )
-        t_ms, dt_ms = "t * 1000", "((t - pt) * 1000)"
+        x, rate = "t - {t0_s:Float64}", "/ (t - pt)"
     if counters:
         # Delta to the previous sample of the same series; a negative delta is a reset, so the
         # increase since then is the new value (as Prometheus rate does). No previous: no rate.
         branches.append(
-            f"SELECT metric, host, component, ({t_ms} - {{t0_ms:Int64}}) / 1000.0 AS x, "
-            f"if(pt = 0, nan, if(v >= pv, v - pv, v) * 1000.0 / {dt_ms}) AS y FROM ("
+            f"SELECT metric, host, component, {x} AS x, "
+            f"if(pt = 0, nan, if(v >= pv, v - pv, v) {rate}) AS y FROM ("
             "SELECT metric, host, component, t, v, lagInFrame(v, 1, v) OVER w AS pv, lagInFrame(t, 1, 0) OVER w AS pt "
             f"FROM ({counter_rows}) "
             "WINDOW w AS (PARTITION BY metric, host, component ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))"
@@ -409,8 +409,8 @@ def _rollup_band_rows(params: dict) -> str:
     minute maximum (= the closing value of a monotone counter) differenced in sort-key order, so
     the window reads in storage order; a part split of one minute gives two rows whose increments
     sum correctly."""
-    where = "cluster = {cluster:String} AND host IN {hosts:Array(String)} AND "
-    x = "(toInt64(toUnixTimestamp(ts)) * 1000 - {t0_ms:Int64}) / 1000.0"
+    where = "cluster = {cluster:String} AND "
+    x = "toUnixTimestamp(ts) - {t0_s:Float64}"
     branches = []
     if params["gauges"]:
         branches.append(
@@ -463,19 +463,19 @@ def _fleet_band_sql(params: dict) -> str:
     the bucket of a minute is an integer division."""
     branches = [
         "SELECT metric, family AS fam, "
-        "intDiv(toInt64(toUnixTimestamp(ts)) - {fstart_s:Int64}, {fbucket_s:Int64}) AS b, "
+        "intDiv(toUnixTimestamp(ts) - {fstart_s:UInt32}, {fbucket_s:UInt32}) AS b, "
         f"quantilesTDigestMerge(0.05, 0.5, 0.95)({state}) AS q, sum({count}) AS n "
         f"FROM {_band_table()} "
         f"WHERE cluster = {{cluster:String}} AND metric IN {{{param}:Array(String)}} "
         "AND family IN {families:Array(String)} "
-        "AND ts >= toDateTime({fstart_s:Int64}) AND ts <= toDateTime({end_s:Int64}) "
-        "GROUP BY metric, fam, b"
+        "AND ts >= toDateTime({fstart_s:UInt32}) AND ts <= toDateTime({end_s:Int64}) "
+        "GROUP BY metric, fam, b HAVING n > 0"
         for state, count, param in _FLEET_STATES
         if params[param]
     ]
     # No (metric, family) tuple filter and no ORDER BY: each cost ~20% of this query; the few extra
     # (metric, family) pairs of the cross product are dropped and the buckets sorted in Python.
-    return f"SELECT metric, fam, b, q, n FROM ({' UNION ALL '.join(branches)}) WHERE n > 0"
+    return " UNION ALL ".join(branches)
 
 
 EVENTS_SQL = (
@@ -515,6 +515,7 @@ def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
         # Epoch milliseconds for the raw table; whole seconds (floor, or ceil for the fleet band's
         # first minute) for the minute rollups.
         "t0_ms": _epoch_ms(t0),
+        "t0_s": _epoch_ms(t0) / 1000.0,
         "start_ms": start_ms,
         "lo_ms": lo_ms,
         "end_ms": end_ms,

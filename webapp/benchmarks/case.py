@@ -68,7 +68,7 @@ _SHAPES = {
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--repetitions", type=int, default=24, help="cases measured (>= 20)")
+    parser.add_argument("--repetitions", type=int, default=100, help="cases measured (>= 20; a p95 needs many)")
     parser.add_argument("--rebuild", action="store_true", help="regenerate the bench-case filler data")
     parser.add_argument("--keep", action=__import__("argparse").BooleanOptionalAction, default=True,
                         help="keep the filler data for later runs (default) or delete it afterwards")
@@ -205,7 +205,7 @@ def _case_hosts(q: OverlayQuery) -> set[str]:
 
 
 def run(options: dict, progress) -> dict:
-    reps = max(20, int(options.get("repetitions") or 24))
+    reps = max(20, int(options.get("repetitions") or 100))
     cfg = store.config()
     migrate.migrate(store.get_client(), migrate.Target(cluster=cfg.cluster, ttl_days=cfg.ttl_days), log=progress)
     assert all(catalog.is_known(m) for m in METRICS)
