@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.shortcuts import get_object_or_404
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from investigations.models import BackgroundJob
@@ -55,7 +55,7 @@ def create_job(request, payload: JobIn):
             job = jobs.start_job(payload.kind, payload.params, user=request.user)
     except jobs.UnknownJobKind as exc:
         raise HttpError(400, str(exc)) from None
-    return 201, job
+    return Status(201, job)
 
 
 @router.get("/jobs/{job_id}", response=JobOut)

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404
-from ninja import Router
+from ninja import Router, Status
 from ninja.errors import HttpError
 
 from investigations.models import Case, Hypothesis
@@ -75,7 +75,7 @@ def open_case(request, payload: CaseIn):
     existed = Case.objects.filter(cluster=payload.cluster.strip(), job_id=payload.job_id.strip()).exists()
     with service_errors():
         case = cases.open_case(request.user, payload.cluster, payload.job_id)
-    return (200 if existed else 201), case
+    return Status(200 if existed else 201, case)
 
 
 @router.get("/cases/{case_id}", response=CaseOut)
@@ -108,7 +108,7 @@ def record_verdict(request, case_id: int, payload: VerdictIn):
     with service_errors():
         verdict = verdicts.record_verdict(request.user, case, kind=payload.kind, rationale=payload.rationale,
                                           hypothesis=hypothesis, root_cause=payload.root_cause)
-    return 201, verdict
+    return Status(201, verdict)
 
 
 @router.get("/cases/{case_id}/comments", response=list[CommentOut])
@@ -120,7 +120,7 @@ def list_case_comments(request, case_id: int):
 def comment_on_case(request, case_id: int, payload: CommentIn):
     case = _case(case_id)
     with service_errors():
-        return 201, comments.add_comment(request.user, case=case, body=payload.body)
+        return Status(201, comments.add_comment(request.user, case=case, body=payload.body))
 
 
 @router.get("/cases/{case_id}/activity", response=list[AuditEventOut])
@@ -139,7 +139,7 @@ def case_hypotheses(request, case_id: int):
 def pin_new_hypothesis(request, case_id: int, payload: HypothesisIn):
     """Create a hypothesis and pin it to this case."""
     case = _case(case_id)
-    return 201, _pin(request, payload, case)
+    return Status(201, _pin(request, payload, case))
 
 
 @router.post("/cases/{case_id}/hypotheses/{hypothesis_id}", response={201: PinOut})
@@ -147,7 +147,7 @@ def link_hypothesis(request, case_id: int, hypothesis_id: int, payload: LinkIn):
     """Pin an existing hypothesis to this case (again = no change)."""
     case, hypothesis = _case(case_id), _hypothesis(hypothesis_id)
     with service_errors():
-        return 201, hypotheses.link_hypothesis(request.user, hypothesis, case, payload.note)
+        return Status(201, hypotheses.link_hypothesis(request.user, hypothesis, case, payload.note))
 
 
 # --- hypotheses ---------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def list_hypotheses(request, q: str = "", status: str | None = None, author: str
 @router.post("/hypotheses", response={201: HypothesisOut})
 def create_hypothesis(request, payload: HypothesisIn):
     case = _case(payload.case_id) if payload.case_id else None
-    return 201, _pin(request, payload, case)
+    return Status(201, _pin(request, payload, case))
 
 
 @router.get("/hypotheses/{hypothesis_id}", response=HypothesisOut)
@@ -206,7 +206,7 @@ def list_hypothesis_comments(request, hypothesis_id: int):
 def comment_on_hypothesis(request, hypothesis_id: int, payload: CommentIn):
     hypothesis = _hypothesis(hypothesis_id)
     with service_errors():
-        return 201, comments.add_comment(request.user, hypothesis=hypothesis, body=payload.body)
+        return Status(201, comments.add_comment(request.user, hypothesis=hypothesis, body=payload.body))
 
 
 @router.get("/hypotheses/{hypothesis_id}/activity", response=list[AuditEventOut])
