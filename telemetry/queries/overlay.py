@@ -300,7 +300,10 @@ def _keys_filter(n_rectangles: int) -> str:
     ) + ")"
 
 
-_BAND_FILTER = f"host IN {{hosts:Array(String)}} AND (metric, {FAMILY_SQL}) IN {{fams:Array(Tuple(String, String))}}"
+# Families, not (metric, family) pairs: a tuple per row cost as much as the read itself (component is
+# LowCardinality, so the family of a value is computed once per dictionary entry). The few extra
+# (metric, family) pairs of the cross product are never looked up.
+_BAND_FILTER = f"host IN {{hosts:Array(String)}} AND {FAMILY_SQL} IN {{families:Array(String)}}"
 
 # Times are bound as integers (epoch seconds / milliseconds) and compared in integer arithmetic:
 # DateTime64 parameters and conversions cost more than the reads on the rollup. The window
@@ -596,8 +599,11 @@ def run_overlay(
     def peers_band(fams) -> list:
         if not peers or not fams:
             return []
-        return store.query_rows(_band_sql(p.source, p.params), {**p.params, "hosts": peers, "fams": fams},
-                                tag="overlay.bands", timeout_s=timeout_s)
+        metrics = {m for m, _ in fams}
+        params = {**p.params, "hosts": peers, "families": sorted({f for _, f in fams}),
+                  "gauges": [m for m in p.params["gauges"] if m in metrics],
+                  "counters": [m for m in p.params["counters"] if m in metrics]}
+        return store.query_rows(_band_sql(p.source, params), params, tag="overlay.bands", timeout_s=timeout_s)
 
     def band() -> tuple[list, list]:
         if mode == "peers":
