@@ -127,6 +127,7 @@ def test_investigator_opens_an_interruption_charts_a_signal_pins_and_records_a_v
     page.click("#add-signal")
     wait_drawn(page)
     assert "s=gpu.pcie.replay@n01/gpu3" in page.url
+    assert "No signals yet" not in page.inner_text("#overlay")  # the empty-state message is gone
     # Lines, the peers' shaded band and the event ticks are in the drawing.
     assert page.locator("#overlay .scatterlayer .trace").count() >= 4
     assert page.locator("#overlay .js-fill").count() >= 1

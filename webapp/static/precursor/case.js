@@ -77,7 +77,7 @@
     if (window.Plotly && overlayEl.classList.contains("js-plotly-plot")) { window.Plotly.purge(overlayEl); bound = false; }
     overlayEl.textContent = "";
     const p = document.createElement("p");
-    p.className = isError ? "error" : "muted";
+    p.className = isError ? "error overlay-message" : "muted overlay-message";
     p.textContent = text;
     overlayEl.appendChild(p);
     overlayEl.dataset.state = isError ? "error" : "empty";
@@ -101,6 +101,8 @@
     if (!resp.ok) { message(body.error || `The server answered ${resp.status}.`, true); setStatus(""); return; }
     if (!body.figure) { message(body.message || "Nothing to draw.", false); setStatus(""); return; }
     if (!overlayEl.classList.contains("js-plotly-plot")) overlayEl.textContent = "";
+    // purge() leaves the plot's class on the element: drop an earlier message explicitly.
+    overlayEl.querySelectorAll(":scope > .overlay-message").forEach((el) => el.remove());
     if (!webgl) body.figure.data.forEach((t) => { if (t.type === "scattergl") t.type = "scatter"; });
     drawing = true;
     try {
