@@ -1,6 +1,6 @@
 """Charts: pure functions from query results to plotly figures (no SQL here).
 
-``overlay_figure`` draws the case overlay: one row per layer on one shared,
+``overlay_figure`` draws the case overlay: one row per layer (and unit) on one shared,
 t0-relative time axis, affected components as lines, healthy peers as a shaded
 p5–p95 band with a median line, events as vertical ticks in a bottom row, and a
 t0 line across every row. ``interruptions_bar`` is the inbox's small weekly bar
@@ -61,19 +61,29 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
     order = list(layers_order or catalog.LAYERS)
     present = {s.layer for s in result.series}
     layers = [l for l in order if l in present] + sorted(present - set(order))
-    rows = len(layers) + 1  # + the events row
+    # A row per layer, split by unit inside a layer: a temperature and a rate on one y axis would
+    # flatten the smaller one into a line at zero.
+    units: dict[str, list[str]] = {}
+    for s in result.series:
+        if s.unit not in units.setdefault(s.layer, []):
+            units[s.layer].append(s.unit)
+    keys = [(layer, unit) for layer in layers for unit in units[layer]]
+    rows = len(keys) + 1  # + the events row
     fig = make_subplots(
         rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.02,
-        row_heights=[1.0] * len(layers) + [0.35],
+        row_heights=[1.0] * len(keys) + [0.35],
         subplot_titles=None,
     )
-    row_of = {layer: i + 1 for i, layer in enumerate(layers)}
+    row_of = {key: i + 1 for i, key in enumerate(keys)}
+    for (layer, unit), row in row_of.items():
+        title = LAYER_TITLES.get(layer, layer)
+        fig.update_yaxes(title_text=f"{title} · {unit}" if len(units[layer]) > 1 and unit else title, row=row, col=1)
     colour_index: dict[int, int] = {}
     band_drawn: set[tuple[int, str, str]] = set()
     # Say which healthy population the band describes: the fleet-wide minute band or explicit peers.
     who = {"fleet": "fleet", "fleet+peers": "fleet/peers"}.get(getattr(result, "band_source", ""), "peers")
     for s in result.series:
-        row = row_of[s.layer]
+        row = row_of[(s.layer, s.unit)]
         colour = PALETTE[colour_index.get(row, 0) % len(PALETTE)]
         colour_index[row] = colour_index.get(row, 0) + 1
         if s.band is not None and len(s.band.x) and (row, s.metric, s.family) not in band_drawn:
@@ -98,7 +108,6 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
             name=s.signal.label, customdata=relative_label(s.x),
             hovertemplate=f"{s.signal.label}: %{{y:.4g}} {s.unit} (%{{customdata}})<extra></extra>",
         ), row=row, col=1)
-        fig.update_yaxes(title_text=LAYER_TITLES.get(s.layer, s.layer), row=row, col=1)
 
     ev_row = rows
     if result.events:
@@ -132,7 +141,7 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
     bottom = "x" if rows == 1 else f"x{rows}"
     fig.update_traces(xaxis=bottom)
     fig.update_layout(
-        hovermode="x unified", hoversubplots="axis", height=height_per_row * len(layers) + 120,
+        hovermode="x unified", hoversubplots="axis", height=height_per_row * len(keys) + 120,
         margin={"l": 60, "r": 20, "t": 30, "b": 40}, legend={"orientation": "h", "y": -0.08},
         template="plotly_white",
         meta={"t0": result.t0.isoformat(), "source": result.source, "bucket_s": result.bucket_s},

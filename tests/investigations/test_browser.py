@@ -180,7 +180,7 @@ def test_investigator_opens_an_interruption_charts_a_signal_pins_and_records_a_v
     page.click("#verdict-submit")
     page.wait_for_selector("text=Verdict recorded")
     assert "Confirmed" in page.inner_text(".verdict-now")
-    page.wait_for_selector('#overlay[data-state]')
+    wait_drawn(page)  # the page after the verdict redirect draws the same view again
     page.screenshot(path=str(ARTIFACTS / "case-verdict.png"), full_page=True)
 
     # Find it on the board ("g b"), with its track record.

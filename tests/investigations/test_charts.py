@@ -91,3 +91,14 @@ def test_interruptions_bar_stacks_states_per_week():
     assert bars == {"FAILED": [3, 2], "NODE_FAIL": [1, 0]}
     with pytest.raises(ValueError, match="missing column"):
         charts.interruptions_bar(df.drop(columns="n"))
+
+
+def test_a_layer_with_two_units_gets_a_row_per_unit(result):
+    temp = series("gpu.temp", "gpu", "n1", "gpu3")
+    temp.unit = "C"
+    result.series.append(temp)
+    fig = charts.overlay_figure(result, ["network", "gpu", "cooling"])
+    titles = [fig.layout[f"yaxis{i}"].title.text for i in ("", 2, 3, 4, 5)]
+    assert titles == ["Network", "GPU · count/s", "GPU · C", "Cooling", "events"]
+    line = next(t for t in fig.data if t.name == "gpu.temp gpu3@n1")
+    assert line.yaxis == "y3"  # not on the rates' axis
