@@ -508,7 +508,6 @@ def plan(q: OverlayQuery, resolved: dict[str, catalog.Metric | None]) -> _Plan:
     start_ms, lo_ms, end_ms = _epoch_ms(start), _epoch_ms(lo), _epoch_ms(end)
     params = {
         "cluster": q.cluster,
-        "metrics": metrics,
         "counters": counters,
         "gauges": [m for m in metrics if m not in counters],
         "bad_up": bad_up,

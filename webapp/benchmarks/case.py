@@ -39,8 +39,8 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 
 from telemetry import catalog, migrate, store
-from webapp.heap import freeze_startup_heap
 from telemetry.queries.overlay import EVENT_KINDS, MAX_EVENTS, OverlayQuery, SignalSpec, choose_source, run_overlay
+from webapp.heap import freeze_startup_heap
 
 CLUSTER = "bench-case"
 HOSTS = 256
