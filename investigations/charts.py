@@ -8,6 +8,7 @@ chart. Callers serialise with ``fig.to_json()``.
 """
 from __future__ import annotations
 
+import html
 from typing import Sequence
 
 import numpy as np
@@ -106,7 +107,7 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
         fig.add_trace(go.Scattergl(
             x=s.x, y=s.y, mode="lines", line={"width": 1.6, "color": colour},
             name=s.signal.label, customdata=relative_label(s.x),
-            hovertemplate=f"{s.signal.label}: %{{y:.4g}} {s.unit} (%{{customdata}})<extra></extra>",
+            hovertemplate=f"{html.escape(s.signal.label)}: %{{y:.4g}} {s.unit} (%{{customdata}})<extra></extra>",
         ), row=row, col=1)
 
     ev_row = rows
@@ -120,6 +121,9 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
         ev["what"] = np.where(ev.kind == "xid", "XID " + ev.code.astype(str) + " — " + ev.code.map(meanings).fillna(""),
                               ev.kind.map(lambda k: EVENT_STYLE.get(k, (k, ""))[0]) + " " + ev.message.str.slice(0, 120))
         ev["where"] = np.where(ev.component != "", ev.component + "@" + ev.host, ev.host)
+        # Plotly's hover text reads a subset of HTML: ingested text shows as typed, never as markup.
+        for col in ("what", "where"):
+            ev[col] = ev[col].map(html.escape)
         for kind, group in ev.groupby("kind", sort=False):
             label, colour = EVENT_STYLE.get(kind, (kind, "#555"))
             fig.add_trace(go.Scatter(

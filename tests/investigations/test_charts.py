@@ -33,7 +33,7 @@ def result():
         ],
         events=[
             EventMarker(-120.0, T0, "n1", "gpu3", "xid", 79, "critical", "fell off the bus"),
-            EventMarker(-60.0, T0, "n1", "mlx5_3/1", "link_down", 0, "error", "port down"),
+            EventMarker(-60.0, T0, "n1", "mlx5_3/1", "link_down", 0, "error", "port down <b>flap</b>"),
             EventMarker(0.0, T0, "n1", "", "job_state", 0, "info", "NODE_FAIL"),
         ],
         peers=["p1", "p2"],
@@ -73,6 +73,8 @@ def test_event_markers_are_ticks_with_xid_meaning(result):
     assert xid_trace.yaxis == "y4"
     assert "XID 79" in xid_trace.customdata[0][1] and "bus" in xid_trace.customdata[0][1].lower()
     assert xid_trace.customdata[0][0] == "t−2m"
+    # Ingested text is escaped for Plotly's hover, which would otherwise read it as markup.
+    assert marks["link↓"].customdata[0][1].endswith("port down &lt;b&gt;flap&lt;/b&gt;")
     json.loads(fig.to_json())
 
 
