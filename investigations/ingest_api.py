@@ -63,7 +63,7 @@ class IngestTokenAuth(AuthBase):
             except (ValueError, UnicodeDecodeError):
                 return None
             plaintext = decoded.partition(":")[2]
-        token = tokens.authenticate(plaintext)
+        token = tokens.authenticate(plaintext, scope="ingest")
         if token is not None:
             request.ingest_token = token
         return token

@@ -1,5 +1,10 @@
-"""API tokens for machines that push telemetry (Prometheus remote_write, scrape
-relays, log shippers, sacct cron jobs).
+"""API tokens, in two scopes that never mix:
+
+- ``ingest``: for machines that push telemetry (Prometheus remote_write, scrape relays, log
+  shippers, sacct cron jobs) to /api/ingest/*; it acts as nobody.
+- ``api``: a person's token for the workspace API (cases, hypotheses, verdicts, comments, jobs)
+  from scripts and notebooks; it acts as its owner, with the owner's current role, and stops
+  working when the owner is deactivated.
 
 A token is shown once, when it is created: ``prc_<prefix>_<secret>``. Only the
 SHA-256 of the whole plaintext is stored, plus the short prefix so an admin can
@@ -24,8 +29,12 @@ def hash_token(plaintext: str) -> str:
     return hashlib.sha256(plaintext.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+SCOPES = {"ingest": "ingest (machines pushing telemetry)", "api": "workspace API (acts as its owner)"}
+
+
 class ApiToken(models.Model):
     name = models.CharField(max_length=200)
+    scope = models.CharField(max_length=16, choices=list(SCOPES.items()), default="ingest", db_index=True)
     prefix = models.CharField(max_length=16, db_index=True)
     token_hash = models.CharField(max_length=64, unique=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -41,22 +50,36 @@ class ApiToken(models.Model):
         return f"token {self.prefix} ({self.name}{', revoked' if self.revoked else ''})"
 
 
-def create_token(name: str, user=None) -> tuple[ApiToken, str]:
-    """A new token and its plaintext (the only time the plaintext exists)."""
+def create_token(name: str, user=None, scope: str = "ingest") -> tuple[ApiToken, str]:
+    """A new token and its plaintext (the only time the plaintext exists).
+
+    An ``api`` token needs its owner ``user``: it acts as that user."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown token scope {scope!r}; choose one of {', '.join(SCOPES)}")
     if not name.strip():
-        raise ValueError("a token needs a name (what pushes with it, e.g. 'prometheus-rack12')")
+        what = "what pushes with it, e.g. 'prometheus-rack12'" if scope == "ingest" else "where it is used, e.g. 'notebook'"
+        raise ValueError(f"a token needs a name ({what})")
+    if len(name.strip()) > 200:
+        raise ValueError("a token name has at most 200 characters")
+    if scope == "api" and user is None:
+        raise ValueError("a workspace API token acts as a user: name its owner")
     prefix = secrets.token_hex(4)
     plaintext = f"{TOKEN_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
-    token = ApiToken.objects.create(name=name.strip(), prefix=prefix, token_hash=hash_token(plaintext), created_by=user)
+    token = ApiToken.objects.create(name=name.strip(), scope=scope, prefix=prefix,
+                                    token_hash=hash_token(plaintext), created_by=user)
     return token, plaintext
 
 
-def authenticate(plaintext: str | None) -> ApiToken | None:
-    """The live token for ``plaintext``, or None (unknown, malformed or revoked)."""
+def authenticate(plaintext: str | None, scope: str = "ingest") -> ApiToken | None:
+    """The live token of ``scope`` for ``plaintext``, or None (unknown, malformed, revoked,
+    another scope, or an ``api`` token whose owner is gone or deactivated)."""
     if not plaintext or not plaintext.startswith(f"{TOKEN_SCHEME}_") or len(plaintext) > 200:
         return None
-    token = ApiToken.objects.filter(token_hash=hash_token(plaintext), revoked=False).first()
+    token = (ApiToken.objects.select_related("created_by")
+             .filter(token_hash=hash_token(plaintext), revoked=False, scope=scope).first())
     if token is None:
+        return None
+    if scope == "api" and (token.created_by is None or not token.created_by.is_active):
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > _LAST_USED_RESOLUTION:
@@ -65,5 +88,9 @@ def authenticate(plaintext: str | None) -> ApiToken | None:
     return token
 
 
-def revoke(prefix: str) -> int:
-    return ApiToken.objects.filter(prefix=prefix, revoked=False).update(revoked=True)
+def revoke(prefix: str, owner=None) -> int:
+    """Revoke the live token(s) with ``prefix`` (only ``owner``'s when given)."""
+    live = ApiToken.objects.filter(prefix=prefix, revoked=False)
+    if owner is not None:
+        live = live.filter(created_by=owner, scope="api")
+    return live.update(revoked=True)

@@ -1,7 +1,7 @@
 """Routes of the investigation pages (the API lives under /api/, see investigations/api.py)."""
 from django.urls import path
 
-from investigations import views
+from investigations import account_views, views
 
 urlpatterns = [
     path("", views.inbox, name="inbox"),
@@ -24,6 +24,9 @@ urlpatterns = [
     path("hypotheses/<int:pk>/status", views.hypothesis_status, name="hypothesis-status"),
     path("search/", views.search, name="search"),
     path("audit/", views.audit_page, name="audit"),
+    path("account/tokens", account_views.api_tokens, name="api-tokens"),
+    path("account/tokens/new", account_views.api_token_create, name="api-token-create"),
+    path("account/tokens/<str:prefix>/revoke", account_views.api_token_revoke, name="api-token-revoke"),
     path("jobs/", views.jobs_page, name="jobs"),
     path("jobs/<int:job_id>/", views.job_page, name="job"),
     path("jobs/<int:job_id>/progress", views.job_progress, name="job-progress"),

@@ -2,7 +2,11 @@
 from ninja import NinjaAPI
 from ninja.security import django_auth
 
-api = NinjaAPI(title="Precursor API", version="1", auth=django_auth, urls_namespace="api")
+from investigations.api_auth import user_token_auth
+
+# A personal API token (Bearer) first, so a script never meets the session's CSRF check;
+# without an Authorization header, the browser session (with CSRF) decides.
+api = NinjaAPI(title="Precursor API", version="1", auth=[user_token_auth, django_auth], urls_namespace="api")
 
 # Routers are added by their apps; each module stays importable on its own.
 from investigations.api import router as investigations_router  # noqa: E402

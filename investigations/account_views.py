@@ -1,0 +1,61 @@
+"""A person's own workspace API tokens: list, create (plaintext shown once), revoke.
+
+Every signed-in user may hold tokens; a token acts with its owner's current role, so a viewer's
+token reads and nothing more. Creation and revocation go to the audit log.
+"""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from investigations import tokens
+from investigations.roles import role_of
+from investigations.services import activity
+
+MAX_LIVE_TOKENS = 20
+
+
+def _live(user):
+    return tokens.ApiToken.objects.filter(created_by=user, scope="api", revoked=False)
+
+
+def _page(request, *, new_plaintext=None, error=None, name="", status=200):
+    mine = tokens.ApiToken.objects.filter(created_by=request.user, scope="api").order_by("revoked", "-created_at")
+    return render(request, "investigations/tokens.html", {
+        "tokens": mine[:100], "new_plaintext": new_plaintext, "max_live": MAX_LIVE_TOKENS,
+        "error": error, "name": name[:200], "user_role": role_of(request.user),
+    }, status=status)
+
+
+def api_tokens(request):
+    return _page(request, new_plaintext=request.session.pop("new_api_token", None))
+
+
+@require_POST
+def api_token_create(request):
+    name = (request.POST.get("name") or "").strip()
+    error = None
+    if _live(request.user).count() >= MAX_LIVE_TOKENS:
+        error = f"you already hold {MAX_LIVE_TOKENS} live tokens: revoke one you no longer use first"
+    else:
+        try:
+            token, plaintext = tokens.create_token(name, request.user, scope="api")
+        except ValueError as exc:
+            error = str(exc)
+    if error:
+        return _page(request, error=error, name=name, status=400)
+    activity.record(request.user, "token.created", prefix=token.prefix, name=token.name, scope="api")
+    # Shown once, on the page the redirect lands on (not in the URL, not in a log line).
+    request.session["new_api_token"] = plaintext
+    return redirect("api-tokens")
+
+
+@require_POST
+def api_token_revoke(request, prefix: str):
+    if tokens.revoke(prefix, owner=request.user):
+        activity.record(request.user, "token.revoked", prefix=prefix, scope="api")
+        messages.success(request, f"token {prefix} revoked: scripts using it now get 401")
+    else:
+        messages.error(request, f"you hold no live token {prefix}")
+    return redirect("api-tokens")

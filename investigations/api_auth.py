@@ -1,0 +1,39 @@
+"""Authentication of the workspace API: a person's ``api`` token, or the browser session.
+
+Scripts and notebooks send ``Authorization: Bearer prc_…`` with a token of scope ``api``
+(made on /account/tokens or with ``create_token --scope api --user NAME``). The request then
+runs as the token's owner, with the owner's current role, and needs no CSRF token (a browser
+never attaches this header by itself). Without the header, the session cookie is used and
+CSRF holds as for any form. A header that is present but not a live ``api`` token is a 401 —
+never a silent fall-back to the session.
+"""
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja.errors import HttpError
+from ninja.security import HttpBearer
+
+from investigations import tokens
+
+
+class UserTokenAuth(HttpBearer):
+    def __call__(self, request: HttpRequest):
+        header = request.headers.get("Authorization")
+        if not header:
+            return None  # not ours: the session auth decides
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise HttpError(401, "the Authorization header must be 'Bearer <token>' with a workspace API token")
+        return self.authenticate(request, value.strip())
+
+    def authenticate(self, request: HttpRequest, token: str):
+        found = tokens.authenticate(token, scope="api")
+        if found is None:
+            raise HttpError(401, "unknown, revoked or non-API token (ingest tokens only work on /api/ingest/*), "
+                                 "or its owner is deactivated; make one on /account/tokens")
+        request.user = found.created_by
+        request.api_token = found
+        return found.created_by
+
+
+user_token_auth = UserTokenAuth()
