@@ -4,8 +4,9 @@ Scripts and notebooks send ``Authorization: Bearer prc_…`` with a token of sco
 (made on /account/tokens or with ``create_token --scope api --user NAME``). The request then
 runs as the token's owner, with the owner's current role, and needs no CSRF token (a browser
 never attaches this header by itself). Without the header, the session cookie is used and
-CSRF holds as for any form. A header that is present but not a live ``api`` token is a 401 —
-never a silent fall-back to the session.
+CSRF holds as for any form. A Bearer header that is not a live ``api`` token is a 401, never
+a silent fall-back to the session; other schemes (Basic from an authenticating proxy in front
+of Precursor) are left to the session.
 """
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ from investigations import tokens
 
 class UserTokenAuth(HttpBearer):
     def __call__(self, request: HttpRequest):
-        header = request.headers.get("Authorization")
-        if not header:
-            return None  # not ours: the session auth decides
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            # Not ours (no header, or e.g. Basic from a proxy in front): the session decides.
+            return None
+        if not value.strip():
             raise HttpError(401, "the Authorization header must be 'Bearer <token>' with a workspace API token")
         return self.authenticate(request, value.strip())
 
