@@ -10,7 +10,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from investigations import tokens
-from investigations.roles import role_of
 from investigations.services import activity
 
 MAX_LIVE_TOKENS = 20
@@ -24,7 +23,7 @@ def _page(request, *, new_plaintext=None, error=None, name="", status=200):
     mine = tokens.ApiToken.objects.filter(created_by=request.user, scope="api").order_by("revoked", "-created_at")
     return render(request, "investigations/tokens.html", {
         "tokens": mine[:100], "new_plaintext": new_plaintext, "max_live": MAX_LIVE_TOKENS,
-        "error": error, "name": name[:200], "user_role": role_of(request.user),
+        "error": error, "name": name[:200],
     }, status=status)
 
 

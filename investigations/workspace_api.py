@@ -1,7 +1,9 @@
 """API of the investigation workspace: cases, hypotheses, verdicts, comments, activity and
 the audit log. Thin: every route calls the same service functions as the pages.
 
-Errors: 401 anonymous (project-wide session auth, which also enforces CSRF), 403 when the
+Auth (project-wide, see investigations/api_auth.py): a personal API token (Bearer, acts as its
+owner, no CSRF) or the browser session (with CSRF).
+Errors: 401 anonymous or a bad token, 403 when the
 role does not allow the verb, 400 for bad input (the message names the field), 404 unknown
 ids or a job that is not an interruption."""
 from __future__ import annotations

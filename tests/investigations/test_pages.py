@@ -473,7 +473,20 @@ def test_audit_log_is_for_admins_only(alice_client, admin_client, case):
     assert alice_client.get("/audit/").status_code == 403
     html = admin_client.get("/audit/").content.decode()
     assert "case.opened" in html and "alice" in html
-    assert "/audit/" in html  # the nav shows the link to admins
+    assert 'href="/audit/"' in html  # the nav shows the link to admins
+    assert 'href="/audit/"' not in alice_client.get("/board/").content.decode()
+
+
+def test_the_audit_link_follows_the_admin_role_not_the_superuser_flag(make_user, db):
+    """An admin made by adding the user to the 'admin' group in /admin/ (no superuser flag)."""
+    from django.contrib.auth.models import Group
+
+    carol = make_user("carol", "viewer")
+    carol.groups.set([Group.objects.get_or_create(name="admin")[0]])
+    c = Client()
+    c.force_login(carol)
+    assert 'href="/audit/"' in c.get("/board/").content.decode()
+    assert c.get("/audit/").status_code == 200
 
 
 def test_jobs_list_and_job_page_still_work(alice_client, db):
