@@ -50,6 +50,27 @@ class BackgroundJob(models.Model):
     def is_active(self) -> bool:
         return self.state in self.ACTIVE
 
+    @property
+    def elapsed_s(self) -> float | None:
+        """Seconds of running so far (or in all, once finished); None before it starts."""
+        if self.started_at is None:
+            return None
+        from django.utils import timezone
+
+        return max(0.0, ((self.finished_at or timezone.now()) - self.started_at).total_seconds())
+
+    @property
+    def remaining_s(self) -> float | None:
+        """A linear estimate of the seconds left from the progress so far; None while there is
+        too little progress to say (under 2 % or under 2 s)."""
+        elapsed = self.elapsed_s
+        if self.state != self.State.RUNNING or elapsed is None or elapsed < 2:
+            return None
+        f = self.fraction
+        if f < 0.02 or f >= 1:
+            return None
+        return elapsed * (1 - f) / f
+
 
 # --- Investigation workspace: cases, hypotheses, verdicts, comments, audit ----------------------
 # State changes go through investigations/services/*; each verb writes an AuditEvent.

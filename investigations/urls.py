@@ -30,6 +30,7 @@ urlpatterns = [
     path("jobs/", views.jobs_page, name="jobs"),
     path("jobs/<int:job_id>/", views.job_page, name="job"),
     path("jobs/<int:job_id>/progress", views.job_progress, name="job-progress"),
+    path("jobs/<int:job_id>/cancel", views.job_cancel, name="job-cancel"),
     path("assets/plotly-<str:version>.min.js", views.plotly_js, name="plotly-js"),
     path("static/<path:path>", views.static_asset, name="static-asset"),
 ]

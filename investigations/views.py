@@ -41,7 +41,7 @@ from django.views.decorators.http import require_GET, require_POST
 from investigations import forms
 from investigations.models import AuditEvent, BackgroundJob, Case, CaseHypothesis, Hypothesis, Verdict
 from investigations.roles import can_investigate, is_admin
-from investigations.services import activity, board, cases, comments, hypotheses, records, verdicts
+from investigations.services import activity, board, cases, comments, hypotheses, jobs, records, verdicts
 from telemetry import catalog, store
 from telemetry.queries import interruptions, overview
 from telemetry.queries.overlay import MAX_SIGNALS, InvalidSignal, OverlayQuery, SignalSpec
@@ -300,6 +300,12 @@ def _cases_for(rows) -> dict[tuple[str, str], Case]:
     return {(c.cluster, c.job_id): c for c in found}
 
 
+def _cause_label(verdict: Verdict) -> str:
+    """What the inbox counts and filters a case's current verdict under: its root cause, or
+    "false positive" / "inconclusive" when it names none."""
+    return verdict.root_cause or ("false positive" if verdict.kind == "false_positive" else verdict.kind.replace("_", " "))
+
+
 def _current_verdicts(case_ids) -> dict[int, Verdict]:
     current: dict[int, Verdict] = {}
     for v in Verdict.objects.filter(case_id__in=list(case_ids)).order_by("case_id", "-created_at", "-pk"):
@@ -344,7 +350,7 @@ def inbox(request):
         verdict = current.get(case.pk) if case else None
         if has_case == "yes" and case is None or has_case == "no" and case is not None:
             continue
-        if root_cause and (verdict is None or verdict.root_cause.lower() != root_cause.lower()):
+        if root_cause and (verdict is None or _cause_label(verdict).lower() != root_cause.lower()):
             continue
         rows.append(InboxRow(item, case, verdict))
     total = page.total
@@ -361,7 +367,7 @@ def inbox(request):
         "next_url": "?" + urlencode({**params, "page": page_no + 1}),
         "chart_url": reverse("inbox-chart") + ("?" + urlencode(params) if params else ""),
         "root_causes": list(Verdict.objects.exclude(root_cause="").order_by("root_cause")
-                            .values_list("root_cause", flat=True).distinct()[:200]),
+                            .values_list("root_cause", flat=True).distinct()[:200]) + ["false positive", "inconclusive"],
         "clusters": sorted({r.item.cluster for r in rows} | set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
     })
     if not rows and not post_filter and total == 0:
@@ -394,7 +400,7 @@ def inbox_chart(request):
     current = _current_verdicts(t0_of)
     causes = []
     for case_id, v in current.items():
-        cause = v.root_cause or ("false positive" if v.kind == "false_positive" else v.kind.replace("_", " "))
+        cause = _cause_label(v)
         week = (_utc(t0_of[case_id]) - timedelta(days=t0_of[case_id].weekday())).date()
         # Plotly draws legend and hover text as (restricted) HTML: keep user text literal.
         causes.append({"week": pd.Timestamp(week), "cause": html.escape(cause[:40]), "n": 1})
@@ -724,6 +730,8 @@ ACTIVITY_TEXT = {
     "case.opened": "opened the case", "case.assigned": "assigned the case", "case.status_changed": "set the status",
     "comment.added": "commented", "hypothesis.created": "created", "hypothesis.pinned": "pinned",
     "hypothesis.status_changed": "changed the status of", "verdict.recorded": "recorded a verdict",
+    "job.started": "started a job", "job.succeeded": "job finished", "job.failed": "job failed",
+    "job.cancelled": "job cancelled", "job.cancel_requested": "asked to cancel a job",
 }
 
 
@@ -837,15 +845,35 @@ def audit_page(request):
 
 
 def jobs_page(request):
-    jobs = list(BackgroundJob.objects.select_related("created_by").order_by("-created_at")[:200])
-    return render(request, "investigations/jobs.html", {"jobs": jobs, "nav": "jobs"})
+    rows = list(BackgroundJob.objects.select_related("created_by").order_by("-created_at")[:200])
+    return render(request, "investigations/jobs.html", {"jobs": rows, "nav": "jobs"})
+
+
+def _job_context(job: BackgroundJob) -> dict:
+    return {"job": job, "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
+            if job.result is not None else ""}
 
 
 def job_page(request, job_id: int):
-    job = get_object_or_404(BackgroundJob, pk=job_id)
-    return render(request, "investigations/job.html", {"job": job, "nav": "jobs"})
+    job = get_object_or_404(BackgroundJob.objects.select_related("created_by"), pk=job_id)
+    return render(request, "investigations/job.html", {
+        **_job_context(job), "nav": "jobs", "can_edit": can_investigate(request.user),
+        "params_text": json.dumps(job.params, sort_keys=True, default=str)[:500],
+    })
 
 
 def job_progress(request, job_id: int):
     job = get_object_or_404(BackgroundJob, pk=job_id)
-    return render(request, "investigations/_job_progress.html", {"job": job})
+    return render(request, "investigations/_job_progress.html", _job_context(job))
+
+
+@require_POST
+def job_cancel(request, job_id: int):
+    job = get_object_or_404(BackgroundJob, pk=job_id)
+    if not can_investigate(request.user):
+        raise PermissionDenied("cancelling jobs needs the investigator or admin role")
+    job = jobs.cancel_job(job, user=request.user)
+    messages.info(request, f"job {job.pk}: " + ("cancelled" if job.state == "cancelled" else
+                                                 "cancel requested; it stops at its next step" if job.is_active else
+                                                 f"already {job.state}"))
+    return redirect("job", job_id=job.pk)

@@ -11,7 +11,7 @@ from datetime import datetime
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
-from investigations.models import AuditEvent
+from investigations.models import AuditEvent, CaseHypothesis
 from investigations.roles import can_investigate, is_admin
 
 AUDIT_LOG_MAX = 1000
@@ -50,10 +50,18 @@ def record(actor, verb: str, case=None, hypothesis=None, **data) -> AuditEvent:
                                      data=_json_safe(data))
 
 
+# Events of a hypothesis (recorded without a case) that belong on the timeline of every case it
+# is pinned to: the team changing its mind about an idea is part of each case's story.
+HYPOTHESIS_VERBS_ON_CASES = ("hypothesis.status_changed",)
+
+
 def case_activity(case) -> list[AuditEvent]:
-    """Everything that happened on a case, oldest first (a timeline reads forwards)."""
-    return list(AuditEvent.objects.filter(case=case).select_related("actor", "hypothesis")
-                .order_by("created_at", "pk"))
+    """Everything that happened on a case, oldest first (a timeline reads forwards), with the
+    status changes of the hypotheses pinned to it."""
+    pinned = CaseHypothesis.objects.filter(case=case).values("hypothesis_id")
+    return list(AuditEvent.objects
+                .filter(Q(case=case) | Q(case__isnull=True, hypothesis__in=pinned, verb__in=HYPOTHESIS_VERBS_ON_CASES))
+                .select_related("actor", "hypothesis").order_by("created_at", "pk"))
 
 
 def hypothesis_activity(hypothesis) -> list[AuditEvent]:

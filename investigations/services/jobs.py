@@ -116,8 +116,8 @@ def _audit(job: BackgroundJob, verb: str, actor=None) -> None:
         if str(params.get("hypothesis_id", "")).isdigit()
         else None
     )
-    if case is None and hypothesis is None and verb != "job.started":
-        return
+    if case is None and hypothesis is None and verb not in ("job.started", "job.cancel_requested"):
+        return  # a run's end about nothing in particular: the job row itself says it
     activity.record(actor, verb, case=case, hypothesis=hypothesis, job_id=job.pk, kind=job.kind,
                     state=job.state)
 
@@ -171,11 +171,16 @@ def run(job_id: int) -> str:
 
 
 def cancel_job(job: BackgroundJob, *, user=None) -> BackgroundJob:
-    BackgroundJob.objects.filter(pk=job.pk, state__in=BackgroundJob.ACTIVE).update(cancel_requested=True)
+    """Cancel a queued job at once; ask a running one to stop at its next progress step.
+    Who asked is audited; a finished job is left as it is."""
+    asked = BackgroundJob.objects.filter(pk=job.pk, state__in=BackgroundJob.ACTIVE,
+                                         cancel_requested=False).update(cancel_requested=True)
     BackgroundJob.objects.filter(pk=job.pk, state=State.QUEUED).update(
         state=State.CANCELLED, finished_at=timezone.now(), stage="cancelled"
     )
     job.refresh_from_db()
+    if asked:
+        _audit(job, "job.cancel_requested", user)
     return job
 
 

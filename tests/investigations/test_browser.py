@@ -162,6 +162,16 @@ def test_investigator_opens_an_interruption_charts_a_signal_pins_and_records_a_v
     assert other.input_value("#w-start") == "-30"
     other.close()
 
+    # A custom window re-ranks "what's different" over its lead part (a zoom does not).
+    assert "t−6h … t0" in page.inner_text("#differences")
+    page.select_option("#window-preset", "custom")
+    page.fill("#w-start", "-120")
+    page.fill("#w-end", "10")
+    page.click("#w-apply")
+    page.wait_for_function("location.search.includes('w=-7200,600')")
+    page.wait_for_function("document.getElementById('differences').textContent.includes('t−2h … t0')",
+                           timeout=30000)
+
     # Pin a hypothesis (with markup in it), from the "what's different" row.
     page.goto(case_url)
     page.wait_for_selector("#differences .pin-this", timeout=30000)

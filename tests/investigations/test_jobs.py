@@ -97,3 +97,65 @@ def test_a_job_about_a_case_appears_in_its_activity_timeline(worker, clean_store
     assert wait_for(job.pk).state == "succeeded"
     verbs = list(AuditEvent.objects.filter(case=case).order_by("pk").values_list("verb", "actor__username"))
     assert verbs == [("job.started", "alice"), ("job.succeeded", None)]
+
+
+def test_the_job_page_shows_elapsed_time_and_cancels_a_running_job(worker, investigator, viewer):
+    from django.test import Client
+
+    from investigations.models import AuditEvent
+
+    with transaction.atomic():
+        job = jobs.start_job("engine_selfcheck", {"rows": 40_000_000_000, "steps": 400}, user=investigator)
+    wait_for(job.pk, states=("running",))
+    c = Client()
+    c.force_login(viewer)
+    html = c.get(f"/jobs/{job.pk}/").content.decode()
+    assert "elapsed" in html and 'id="job-cancel"' not in html  # a viewer sees no cancel button
+    assert c.post(f"/jobs/{job.pk}/cancel").status_code == 403
+    assert BackgroundJob.objects.get(pk=job.pk).state == "running"
+
+    c.force_login(investigator)
+    html = c.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="job-cancel"' in html and "engine_selfcheck" in html
+    resp = c.post(f"/jobs/{job.pk}/cancel", follow=True)
+    assert "cancel requested" in resp.content.decode()
+    done = wait_for(job.pk)
+    assert done.state == "cancelled" and done.cancel_requested
+    assert AuditEvent.objects.filter(verb="job.cancel_requested", actor=investigator, data__job_id=job.pk).exists()
+    html = c.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="job-cancel"' not in html and "cancelled" in html
+
+
+def test_a_finished_job_page_shows_its_result(investigator):
+    from datetime import timedelta
+
+    from django.test import Client
+    from django.utils import timezone
+
+    now = timezone.now()
+    job = BackgroundJob.objects.create(kind="store_summary", state="succeeded", started_at=now - timedelta(seconds=185),
+                                       finished_at=now, result={"metrics": [["gpu.temp", 12]], "events": []})
+    c = Client()
+    c.force_login(investigator)
+    html = c.get(f"/jobs/{job.pk}/progress").content.decode()
+    assert "elapsed 3m05s" in html and "&quot;gpu.temp&quot;" in html and "left" not in html
+
+
+def test_remaining_time_is_estimated_from_progress_only_when_there_is_enough():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    started = timezone.now() - timedelta(seconds=60)
+    job = BackgroundJob(kind="x", state="running", started_at=started, progress_done=25, progress_total=100)
+    assert job.remaining_s == pytest.approx(180, abs=2)
+    assert BackgroundJob(kind="x", state="running", started_at=started, progress_done=1,
+                         progress_total=100).remaining_s is None  # 1 %: too early to say
+    assert BackgroundJob(kind="x", state="queued", progress_done=0, progress_total=100).remaining_s is None
+
+
+def test_duration_filter():
+    from investigations.templatetags.precursor import duration
+
+    assert [duration(v) for v in (None, 0, 12.4, 185, 3720, 2 * 86400 + 3 * 3600)] == [
+        "—", "0 s", "12 s", "3m05s", "1h02m", "2d03h"]

@@ -167,6 +167,17 @@ def test_inbox_filters_by_state_and_case(alice_client, fleet, investigator):
     assert "llm-405b-7" in alice_client.get("/?has_case=yes").content.decode()
 
 
+def test_inbox_filters_by_the_current_verdicts_cause(alice_client, fleet, investigator):
+    case = cases.open_case(investigator, fleet, "4242")
+    verdicts.record_verdict(investigator, case, kind="confirmed", root_cause="Faulty GPU", rationale="XID 79")
+    assert "llm-405b-7" in alice_client.get("/?root_cause=faulty gpu").content.decode()  # any case
+    assert "llm-405b-7" not in alice_client.get("/?root_cause=false positive").content.decode()
+    # A false positive names no cause: the inbox counts and filters it as "false positive".
+    verdicts.record_verdict(investigator, case, kind="false_positive", rationale="the fan, not the GPU")
+    assert "llm-405b-7" in alice_client.get("/?root_cause=false positive").content.decode()
+    assert "llm-405b-7" not in alice_client.get("/?root_cause=faulty gpu").content.decode()
+
+
 def test_inbox_rejects_an_unknown_state_filter(alice_client, fleet):
     resp = alice_client.get("/?state=EXPLODED")
     assert resp.status_code == 400 and b"state" in resp.content

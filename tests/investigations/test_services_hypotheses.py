@@ -135,3 +135,17 @@ def test_board_search_filters_and_sorts(investigator, make_user):
     assert [r.hypothesis.pk for r in board.board_rows(sort="-precision")] == [h2.pk, h1.pk]
     with pytest.raises(ValueError, match="sort: 'colour' is not a column"):
         board.board_rows(sort="colour")
+
+
+def test_status_changes_of_a_pinned_hypothesis_show_on_each_case_timeline(investigator):
+    first, second, elsewhere = make_case(), make_case(), make_case()
+    h = hypotheses.pin_hypothesis(investigator, case=first, **SIGNAL)
+    hypotheses.link_hypothesis(investigator, h, second)
+    other = hypotheses.pin_hypothesis(investigator, case=elsewhere, **{**SIGNAL, "statement": "another idea"})
+    hypotheses.set_status(investigator, h, "testing")
+    hypotheses.set_status(investigator, other, "rejected")
+    for case in (first, second):
+        timeline = [(e.verb, e.hypothesis_id, e.data.get("after")) for e in activity.case_activity(case)]
+        assert timeline[-1] == ("hypothesis.status_changed", h.pk, "testing")
+        assert ("hypothesis.status_changed", other.pk, "rejected") not in timeline
+    assert [e.verb for e in activity.case_activity(elsewhere)][-1] == "hypothesis.status_changed"

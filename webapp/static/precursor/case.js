@@ -170,15 +170,20 @@
   }
 
   // Toolbar: window presets, custom window, the signal picker, copy link.
-  preset.addEventListener("change", () => {
-    if (preset.value === "custom") { document.getElementById("w-start").focus(); return; }
-    state.w = preset.value.split(",").map(Number);
-    changed();
+  // A chosen window (preset or custom) re-ranks "what's different" over its lead part; a zoom
+  // does not (it is a look closer, and the table says which lead window it ranked).
+  function rerankDifferences() {
     const diff = document.getElementById("differences");
     if (diff && window.Precursor) {
       diff.setAttribute("data-fragment", diff.getAttribute("data-fragment").replace(/w=[^&]*/, "w=" + state.w.join(",")));
       window.Precursor.loadFragment(diff);
     }
+  }
+  preset.addEventListener("change", () => {
+    if (preset.value === "custom") { document.getElementById("w-start").focus(); return; }
+    state.w = preset.value.split(",").map(Number);
+    changed();
+    rerankDifferences();
   });
   document.getElementById("w-apply").addEventListener("click", () => {
     const a = Math.round(Number(document.getElementById("w-start").value) * 60);
@@ -186,6 +191,7 @@
     if (!(b > a)) { setStatus("The window's start must be before its end.", true); return; }
     state.w = [a, b];
     changed();
+    rerankDifferences();
   });
   document.getElementById("signal-picker").addEventListener("submit", (ev) => {
     ev.preventDefault();
