@@ -1,0 +1,166 @@
+"""Fleet test of a signal hypothesis, on a store whose truth we wrote: PCIe replays ramp for
+three hours before each NODE_FAIL on the failing host and nowhere else; inlet temperature
+spikes at random on every host (noise). The test must find the first and not the second."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from telemetry.queries import signal_test as st
+
+from . import BASE, event_row, every, write_rows, write_samples
+
+CLUSTER = "sigtest"
+HOSTS = [f"h{i:02d}" for i in range(12)]
+DAYS = 8
+STEP = 60
+N = DAYS * 86400 // STEP
+# (host, hours after BASE): six failures on days 4–7, each on one host.
+FAILURES = [("h00", 4 * 24 + 5), ("h03", 4 * 24 + 20), ("h05", 5 * 24 + 9), ("h07", 6 * 24 + 2),
+            ("h09", 6 * 24 + 15), ("h11", 7 * 24 + 7)]
+XID79 = {"h00", "h05", "h09"}  # the failures that also logged XID 79 near t0
+RAMP_H = 3
+
+
+def _job(job_id, host, end, state="NODE_FAIL"):
+    return ({"cluster": CLUSTER, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
+             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": end - timedelta(hours=30),
+             "start_ts": end - timedelta(hours=30), "end_ts": end, "n_hosts": 1, "n_gpus": 8, "version": 1},
+            {"cluster": CLUSTER, "job_id": job_id, "host": host, "start_ts": end - timedelta(hours=30), "end_ts": end,
+             "version": 1})
+
+
+@pytest.fixture(scope="module")
+def fleet(telemetry_store):
+    rng = np.random.default_rng(7)
+    ts = every(BASE, STEP, N)
+    minutes = np.arange(N)
+    for host in HOSTS:
+        replay = np.cumsum(rng.poisson(0.01, N)).astype(float)  # ~0.0002/s background
+        for fh, hours in FAILURES:
+            if fh == host:
+                t0 = hours * 60
+                ramp = (minutes >= t0 - RAMP_H * 60) & (minutes < t0)
+                replay += np.cumsum(ramp * 30.0)  # 0.5/s for three hours
+        write_samples(CLUSTER, host, "gpu0", "gpu.pcie.replay", ts, replay)
+        inlet = 24 + rng.normal(0, 0.2, N)
+        spikes = rng.random(N // 60) < 0.08  # an hour in twelve, anywhere
+        inlet += np.repeat(spikes, 60)[:N] * 8.0
+        write_samples(CLUSTER, host, "", "cooling.inlet_temp", ts, inlet)
+    jobs, alloc, events = [], [], []
+    for i, (host, hours) in enumerate(FAILURES):
+        end = BASE + timedelta(hours=hours)
+        j, a = _job(str(500 + i), host, end)
+        jobs.append(j)
+        alloc.append(a)
+        if host in XID79:
+            events.append(event_row(CLUSTER, host, end - timedelta(minutes=2), "xid", 79, "gpu0", "critical"))
+    # A finished job and a cancelled one are no interruptions.
+    for k, (state, host) in enumerate([("COMPLETED", "h01"), ("CANCELLED", "h02")]):
+        j, a = _job(str(900 + k), host, BASE + timedelta(days=5, hours=3), state)
+        jobs.append(j)
+        alloc.append(a)
+    write_rows("jobs", jobs)
+    write_rows("job_hosts", alloc)
+    write_rows("events", events)
+    return CLUSTER
+
+
+def test_the_injected_precursor_is_found_with_its_lead_time(fleet):
+    r = st.run(st.Signal("gpu.pcie.replay", "rate", ">", 0.1, 6 * 3600), st.parse_outcome("NODE_FAIL"),
+               clusters=[fleet]).as_dict()
+    assert r["outcome_interruptions"] == 6
+    assert (r["table"]["a"], r["table"]["c"]) == (6, 0)
+    assert r["table"]["b"] == 0 and r["table"]["d"] >= 12  # quiet controls: same hosts on earlier days, peers
+    assert r["controls"]["same_hosts"] > 0 and r["controls"]["peers"] == 6
+    assert r["lift"] > 5 and r["p"] < 1e-3 and r["lift_ci"][0] > 1
+    assert r["recall"] == 1.0 and r["recall_ci"][0] > 0.6
+    # The ramp starts 3 h before t0: the first firing minute is within a few minutes of that.
+    assert all(abs(lead - RAMP_H * 3600) <= 180 for lead in r["lead_times_s"]), r["lead_times_s"]
+    # A rule on this signal raises one alarm per failure, each followed by it.
+    assert (r["alarms"], r["true_alarms"], r["precision"]) == (6, 6, 1.0)
+    assert r["false_alarms_per_1000_node_days"] == 0.0 and r["node_days"] == pytest.approx(12 * DAYS, rel=0.02)
+    assert len(r["examples"]) == 6 and all(e["fired"] for e in r["examples"])
+
+
+def test_noise_that_fires_everywhere_shows_no_lift(fleet):
+    r = st.run(st.Signal("cooling.inlet_temp", "threshold", ">", 28, 6 * 3600), st.parse_outcome("NODE_FAIL"),
+               clusters=[fleet]).as_dict()
+    t = r["table"]
+    assert t["a"] + t["c"] == 6 and t["b"] + t["d"] >= 12
+    assert r["p"] > 0.05 and r["lift_ci"][0] < 1 < r["lift_ci"][1]
+    assert r["precision"] < 0.2 and r["false_alarms_per_1000_node_days"] > 100
+
+
+def test_an_xid_outcome_keeps_only_the_interruptions_with_that_xid(fleet):
+    r = st.run(st.Signal("gpu.pcie.replay", "rate", ">", 0.1, 6 * 3600), st.parse_outcome("XID 79"),
+               clusters=[fleet]).as_dict()
+    assert r["outcome"] == "XID 79" and r["outcome_interruptions"] == 3
+    assert r["table"]["a"] == 3
+    # Only the three XID 79 failures make an alarm true now.
+    assert (r["alarms"], r["true_alarms"]) == (6, 3)
+
+
+def test_a_lead_window_shorter_than_the_ramp_still_fires_but_a_high_threshold_does_not(fleet):
+    short = st.run(st.Signal("gpu.pcie.replay", "rate", ">", 0.1, 3600), st.parse_outcome("NODE_FAIL"),
+                   clusters=[fleet]).as_dict()
+    assert short["table"]["a"] == 6 and max(short["lead_times_s"]) <= 3600
+    high = st.run(st.Signal("gpu.pcie.replay", "rate", ">", 5.0, 6 * 3600), st.parse_outcome("NODE_FAIL"),
+                  clusters=[fleet]).as_dict()
+    assert high["table"]["a"] == 0 and high["alarms"] == 0 and high["precision"] is None
+
+
+def test_trend_and_threshold_conditions_read_the_rollup(fleet):
+    # The counter climbs ~1,800 an hour during a ramp: the hourly average rises by far more than 500/h.
+    trend = st.run(st.Signal("gpu.pcie.replay", "trend", ">", 500, 6 * 3600), st.parse_outcome("NODE_FAIL"),
+                   clusters=[fleet]).as_dict()
+    assert trend["table"]["a"] == 6 and trend["table"]["b"] == 0
+    below = st.run(st.Signal("cooling.inlet_temp", "threshold", "<", 10, 6 * 3600), st.parse_outcome("any interruption"),
+                   clusters=[fleet]).as_dict()
+    assert below["alarms"] == 0 and below["table"]["a"] == 0
+
+
+def test_counter_resets_are_not_rates(clean_store):
+    ts = every(BASE, STEP, 600)
+    values = np.concatenate([np.arange(300) * 2.0, np.arange(300) * 2.0])  # a reset to zero at minute 300
+    write_samples("reset", "r1", "gpu0", "gpu.pcie.replay", ts, values)
+    j, a = _job("1", "r1", BASE + timedelta(minutes=590))
+    j["cluster"] = a["cluster"] = "reset"
+    write_rows("jobs", [j])
+    write_rows("job_hosts", [a])
+    r = st.run(st.Signal("gpu.pcie.replay", "rate", "<", -0.001, 3600), st.parse_outcome("NODE_FAIL"),
+               clusters=["reset"]).as_dict()
+    assert r["alarms"] == 0  # the drop at the reset is not a negative rate
+    r = st.run(st.Signal("gpu.pcie.replay", "rate", ">", 0.02, 3600), st.parse_outcome("NODE_FAIL"),
+               clusters=["reset"]).as_dict()
+    assert r["table"]["a"] == 1 and r["alarms"] >= 1
+
+
+@pytest.mark.parametrize("text, label, states, xids", [
+    ("NODE_FAIL", "NODE_FAIL", ("NODE_FAIL",), ()),
+    ("node fail", "NODE_FAIL", ("NODE_FAIL",), ()),
+    ("XID 79", "XID 79", (), (79,)),
+    ("xid 48/94", "XID 48/94", (), (48, 94)),
+    ("XIDs 94, 48", "XID 48/94", (), (48, 94)),
+    ("any interruption", "any interruption", (), ()),
+])
+def test_outcomes_it_understands(text, label, states, xids):
+    o = st.parse_outcome(text)
+    assert (o.label, o.states, o.xids) == (label, states, xids)
+
+
+@pytest.mark.parametrize("text", ["the GPU dies", "", "XID", "COMPLETED"])
+def test_outcomes_it_refuses_say_what_would_do(text):
+    with pytest.raises(st.NotTestable, match="use an interruption state"):
+        st.parse_outcome(text)
+
+
+def test_signals_it_refuses():
+    with pytest.raises(st.NotTestable, match="not in the catalog"):
+        st.Signal("gpu.nope", "rate", ">", 1, 3600)
+    with pytest.raises(st.NotTestable, match="1 min to 30 days"):
+        st.Signal("gpu.temp", "threshold", ">", 80, 30)
+    with pytest.raises(st.NotTestable, match="condition"):
+        st.Signal("gpu.temp", "spike", ">", 80, 3600)
