@@ -172,3 +172,42 @@ def interruptions_bar(counts_df: pd.DataFrame, *, color_by: str = "state") -> go
     )
     fig.update_xaxes(tickformat="%b %d")
     return fig
+
+
+def firing_rates(result: dict) -> go.Figure:
+    """A fleet test's two firing rates side by side, with their 95 % intervals: how often the
+    signal fired in the lead window before the outcome, and in the matched control windows."""
+    t = result.get("table") or {}
+    rows = [("before the outcome", result.get("recall"), result.get("recall_ci") or [None, None],
+             t.get("a", 0), t.get("a", 0) + t.get("c", 0), "#b3261e"),
+            ("control windows", result.get("control_rate"), result.get("control_rate_ci") or [None, None],
+             t.get("b", 0), t.get("b", 0) + t.get("d", 0), "#5d6678")]
+    fig = go.Figure()
+    for name, rate, (lo, hi), k, n, colour in rows:
+        if rate is None:
+            continue
+        fig.add_trace(go.Bar(
+            x=[rate * 100], y=[name], orientation="h", name=name, marker_color=colour,
+            error_x={"type": "data", "symmetric": False, "array": [(hi - rate) * 100], "arrayminus": [(rate - lo) * 100]},
+            hovertemplate=f"{name}: {k} of {n} windows fired (%{{x:.1f}} %; 95 % interval {lo * 100:.1f}–{hi * 100:.1f} %)"
+                          "<extra></extra>",
+        ))
+    fig.update_layout(height=150, margin={"l": 130, "r": 20, "t": 10, "b": 30}, template="plotly_white",
+                      showlegend=False, bargap=0.35)
+    fig.update_xaxes(title_text="windows in which the signal fired (%)", range=[0, 100], ticksuffix=" %")
+    return fig
+
+
+def lead_time_histogram(lead_times_s: Sequence[float]) -> go.Figure:
+    """How long before t0 the signal first fired, over the windows before the outcome that fired."""
+    hours = np.asarray(lead_times_s, dtype=float) / 3600.0
+    fig = go.Figure(go.Histogram(
+        x=-hours, marker_color=PALETTE[0], nbinsx=min(40, max(5, len(hours))),
+        hovertemplate="t%{x:.1f} h: %{y} window(s)<extra></extra>",
+    ))
+    fig.add_vline(x=0, line={"color": "#b3261e", "width": 2})
+    fig.update_layout(height=180, margin={"l": 40, "r": 20, "t": 10, "b": 35}, template="plotly_white", bargap=0.05)
+    fig.update_xaxes(title_text="first firing, hours relative to t0", range=[min(-hours.max() * 1.05, -0.5), 0.2]
+                     if len(hours) else None)
+    fig.update_yaxes(title_text="windows")
+    return fig

@@ -211,3 +211,9 @@ class AuditEventOut(Schema):
     @staticmethod
     def resolve_actor(obj) -> str | None:
         return _username(obj.actor)
+
+
+class FleetTestIn(Schema):
+    """Start a fleet test: optionally one cluster, optionally only the last ``days`` of history."""
+    cluster: str | None = None
+    days: int | None = None

@@ -22,6 +22,7 @@ urlpatterns = [
     path("hypotheses/<int:pk>/", views.hypothesis_page, name="hypothesis"),
     path("hypotheses/<int:pk>/comment", views.hypothesis_comment, name="hypothesis-comment"),
     path("hypotheses/<int:pk>/status", views.hypothesis_status, name="hypothesis-status"),
+    path("hypotheses/<int:pk>/test", views.hypothesis_test, name="hypothesis-test"),
     path("search/", views.search, name="search"),
     path("audit/", views.audit_page, name="audit"),
     path("account/tokens", account_views.api_tokens, name="api-tokens"),

@@ -41,7 +41,7 @@ from django.views.decorators.http import require_GET, require_POST
 from investigations import forms
 from investigations.models import AuditEvent, BackgroundJob, Case, CaseHypothesis, Hypothesis, Verdict
 from investigations.roles import can_investigate, is_admin
-from investigations.services import activity, board, cases, comments, hypotheses, jobs, records, verdicts
+from investigations.services import activity, board, cases, comments, fleet_tests, hypotheses, jobs, records, verdicts
 from telemetry import catalog, store
 from telemetry.queries import interruptions, overview
 from telemetry.queries.overlay import MAX_SIGNALS, InvalidSignal, OverlayQuery, SignalSpec
@@ -730,8 +730,8 @@ ACTIVITY_TEXT = {
     "case.opened": "opened the case", "case.assigned": "assigned the case", "case.status_changed": "set the status",
     "comment.added": "commented", "hypothesis.created": "created", "hypothesis.pinned": "pinned",
     "hypothesis.status_changed": "changed the status of", "verdict.recorded": "recorded a verdict",
-    "job.started": "started a job", "job.succeeded": "job finished", "job.failed": "job failed",
-    "job.cancelled": "job cancelled", "job.cancel_requested": "asked to cancel a job",
+    "job.started": "started", "job.succeeded": "finished", "job.failed": "failed:",
+    "job.cancelled": "cancelled", "job.cancel_requested": "asked to cancel",
 }
 
 
@@ -789,8 +789,17 @@ def hypothesis_page(request, pk: int):
         "pins": [(p, current.get(p.case_id)) for p in pins], "tests": tests,
         "comments": comments.comments_on(hypothesis=h), "history": activity.hypothesis_activity(h),
         "can_edit": can_investigate(request.user), "transitions": hypotheses.TRANSITIONS.get(h.status, ()),
-        "comment_form": forms.CommentForm(),
+        "comment_form": forms.CommentForm(), "untestable": _untestable(h),
+        "test_clusters": sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
     })
+
+
+def _untestable(h: Hypothesis) -> str:
+    try:
+        fleet_tests.check_testable(h)
+    except ValueError as exc:
+        return str(exc)
+    return ""
 
 
 @require_POST
@@ -813,6 +822,21 @@ def hypothesis_status(request, pk: int):
     except ValueError as exc:
         messages.error(request, _first_line(exc))
     return redirect(h.get_absolute_url())
+
+
+@require_POST
+def hypothesis_test(request, pk: int):
+    h = get_object_or_404(Hypothesis, pk=pk)
+    require_investigator(request, "starting a fleet test")
+    days = fleet_tests.RANGES.get(request.POST.get("days", ""), "bad")
+    try:
+        if days == "bad":
+            raise ValueError(f"days: {request.POST.get('days')!r} is not one of 7, 30, 90 or all")
+        job = fleet_tests.start_test(request.user, h, cluster=request.POST.get("cluster") or None, days=days)
+    except ValueError as exc:
+        messages.error(request, _first_line(exc))
+        return redirect(h.get_absolute_url())
+    return redirect("job", job_id=job.pk)
 
 
 # --- search, audit, jobs --------------------------------------------------------------------
@@ -850,14 +874,36 @@ def jobs_page(request):
 
 
 def _job_context(job: BackgroundJob) -> dict:
-    return {"job": job, "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
-            if job.result is not None else ""}
+    ctx = {"job": job, "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
+           if job.result is not None else ""}
+    if job.kind == records.TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
+        ctx["test"] = _test_view(job.result)
+    return ctx
+
+
+def _test_view(r: dict) -> dict:
+    """A fleet test's result as the job page shows it: numbers, figures, examples with links."""
+    examples = r.get("examples") or []
+    found = {(c.cluster, c.job_id): c for c in Case.objects.filter(
+        job_id__in=[e["job_id"] for e in examples]).only("pk", "cluster", "job_id")}
+    for e in examples:
+        case = found.get((e["cluster"], e["job_id"]))
+        e["case_url"] = case.get_absolute_url() if case else None
+        e["lead"] = fmt_offset(-e["lead_s"]) if e.get("lead_s") is not None else ""
+    h = Hypothesis.objects.filter(pk=r.get("hypothesis_id")).first()
+    from investigations import charts
+
+    figures = [("firing before the outcome vs in control windows", charts.firing_rates(r).to_json())]
+    if r.get("lead_times_s"):
+        figures.append(("lead time: first firing before t0", charts.lead_time_histogram(r["lead_times_s"]).to_json()))
+    return {"r": r, "h": h, "examples": examples, "figures": figures,
+            "lead_median": fmt_offset(-r["lead_median_s"]) if r.get("lead_median_s") is not None else None}
 
 
 def job_page(request, job_id: int):
     job = get_object_or_404(BackgroundJob.objects.select_related("created_by"), pk=job_id)
     return render(request, "investigations/job.html", {
-        **_job_context(job), "nav": "jobs", "can_edit": can_investigate(request.user),
+        **_job_context(job), "nav": "jobs", "can_edit": can_investigate(request.user), "plotly_version": plotly_version(),
         "params_text": json.dumps(job.params, sort_keys=True, default=str)[:500],
     })
 

@@ -24,6 +24,7 @@ from investigations.schemas import (
     CaseUpdate,
     CommentIn,
     CommentOut,
+    FleetTestIn,
     HypothesisIn,
     HypothesisOut,
     HypothesisStatusIn,
@@ -32,7 +33,8 @@ from investigations.schemas import (
     VerdictIn,
     VerdictOut,
 )
-from investigations.services import activity, board, cases, comments, hypotheses, verdicts
+from investigations.api import JobOut
+from investigations.services import activity, board, cases, comments, fleet_tests, hypotheses, verdicts
 
 router = Router(tags=["workspace"])
 
@@ -192,6 +194,14 @@ def set_hypothesis_status(request, hypothesis_id: int, payload: HypothesisStatus
     hypothesis = _hypothesis(hypothesis_id)
     with service_errors():
         return hypotheses.set_status(request.user, hypothesis, payload.status)
+
+
+@router.post("/hypotheses/{hypothesis_id}/tests", response={201: JobOut})
+def start_fleet_test(request, hypothesis_id: int, payload: FleetTestIn):
+    """Start a fleet test of the hypothesis (a background job; poll GET /api/jobs/{id})."""
+    hypothesis = _hypothesis(hypothesis_id)
+    with service_errors():
+        return Status(201, fleet_tests.start_test(request.user, hypothesis, cluster=payload.cluster, days=payload.days))
 
 
 @router.get("/hypotheses/{hypothesis_id}/cases", response=list[CaseOut])

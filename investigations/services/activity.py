@@ -52,7 +52,7 @@ def record(actor, verb: str, case=None, hypothesis=None, **data) -> AuditEvent:
 
 # Events of a hypothesis (recorded without a case) that belong on the timeline of every case it
 # is pinned to: the team changing its mind about an idea is part of each case's story.
-HYPOTHESIS_VERBS_ON_CASES = ("hypothesis.status_changed",)
+HYPOTHESIS_VERBS_ON_CASES = ("hypothesis.status_changed", "job.started", "job.succeeded", "job.failed", "job.cancelled")
 
 
 def case_activity(case) -> list[AuditEvent]:

@@ -432,7 +432,7 @@ def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
                 else:
                     result.d += 1
         for w in windows:
-            if w.kind == "before" and len(result.examples) < MAX_EXAMPLES:
+            if w.kind == "before":
                 it = chosen[w.index]
                 result.examples.append({
                     "cluster": cluster, "job_id": it.job_id, "name": it.name, "state": it.state,
@@ -461,6 +461,8 @@ def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
     if lo_all is not None:
         iso = lambda s: datetime.fromtimestamp(s, timezone.utc).isoformat()  # noqa: E731
         result.range = (iso(lo_all), iso(hi_all))
-    result.examples.sort(key=lambda e: (not e["fired"], -(e["lead_s"] or 0)))
+    # Fired first (longest lead first), then the quiet ones, then those without data.
+    result.examples.sort(key=lambda e: (not e["fired"], not e["has_data"], -(e["lead_s"] or 0), e["t0"]))
+    del result.examples[MAX_EXAMPLES:]
     say(steps, steps, "done")
     return result

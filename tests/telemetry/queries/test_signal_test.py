@@ -24,17 +24,22 @@ XID79 = {"h00", "h05", "h09"}  # the failures that also logged XID 79 near t0
 RAMP_H = 3
 
 
-def _job(job_id, host, end, state="NODE_FAIL"):
-    return ({"cluster": CLUSTER, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
+def _job(job_id, host, end, state="NODE_FAIL", cluster=CLUSTER):
+    return ({"cluster": cluster, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
              "state": state, "exit_code": "0:0", "reason": "", "submit_ts": end - timedelta(hours=30),
              "start_ts": end - timedelta(hours=30), "end_ts": end, "n_hosts": 1, "n_gpus": 8, "version": 1},
-            {"cluster": CLUSTER, "job_id": job_id, "host": host, "start_ts": end - timedelta(hours=30), "end_ts": end,
+            {"cluster": cluster, "job_id": job_id, "host": host, "start_ts": end - timedelta(hours=30), "end_ts": end,
              "version": 1})
 
 
 @pytest.fixture(scope="module")
 def fleet(telemetry_store):
-    rng = np.random.default_rng(7)
+    return write_fleet(CLUSTER)
+
+
+def write_fleet(cluster: str, seed: int = 7) -> str:
+    """The known fleet under ``cluster`` (other test modules write it under their own name)."""
+    rng = np.random.default_rng(seed)
     ts = every(BASE, STEP, N)
     minutes = np.arange(N)
     for host in HOSTS:
@@ -44,28 +49,28 @@ def fleet(telemetry_store):
                 t0 = hours * 60
                 ramp = (minutes >= t0 - RAMP_H * 60) & (minutes < t0)
                 replay += np.cumsum(ramp * 30.0)  # 0.5/s for three hours
-        write_samples(CLUSTER, host, "gpu0", "gpu.pcie.replay", ts, replay)
+        write_samples(cluster, host, "gpu0", "gpu.pcie.replay", ts, replay)
         inlet = 24 + rng.normal(0, 0.2, N)
         spikes = rng.random(N // 60) < 0.08  # an hour in twelve, anywhere
         inlet += np.repeat(spikes, 60)[:N] * 8.0
-        write_samples(CLUSTER, host, "", "cooling.inlet_temp", ts, inlet)
+        write_samples(cluster, host, "", "cooling.inlet_temp", ts, inlet)
     jobs, alloc, events = [], [], []
     for i, (host, hours) in enumerate(FAILURES):
         end = BASE + timedelta(hours=hours)
-        j, a = _job(str(500 + i), host, end)
+        j, a = _job(str(500 + i), host, end, cluster=cluster)
         jobs.append(j)
         alloc.append(a)
         if host in XID79:
-            events.append(event_row(CLUSTER, host, end - timedelta(minutes=2), "xid", 79, "gpu0", "critical"))
+            events.append(event_row(cluster, host, end - timedelta(minutes=2), "xid", 79, "gpu0", "critical"))
     # A finished job and a cancelled one are no interruptions.
     for k, (state, host) in enumerate([("COMPLETED", "h01"), ("CANCELLED", "h02")]):
-        j, a = _job(str(900 + k), host, BASE + timedelta(days=5, hours=3), state)
+        j, a = _job(str(900 + k), host, BASE + timedelta(days=5, hours=3), state, cluster=cluster)
         jobs.append(j)
         alloc.append(a)
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
     write_rows("events", events)
-    return CLUSTER
+    return cluster
 
 
 def test_the_injected_precursor_is_found_with_its_lead_time(fleet):

@@ -1,0 +1,130 @@
+"""Fleet tests of hypotheses end to end: started from the hypothesis page or the API, run by a
+real Celery worker thread against the embedded store, shown on the job page (numbers, figures,
+examples), on the board and hypothesis page (latest lift and p), and on pinned cases' timelines.
+Bad requests: viewers get 403, an outcome the test cannot find and bad ranges get 400."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.test import Client
+
+from investigations.models import BackgroundJob
+from investigations.services import activity, fleet_tests, hypotheses, jobs
+from tests.telemetry.queries.test_signal_test import write_fleet
+from webapp import celery_app
+from webapp.worker import EmbeddedWorker
+
+from .factories import make_case
+from .test_jobs import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CLUSTER = "fleettest"
+SIGNAL = {"statement": "PCIe replays climb before node failures", "metric": "gpu.pcie.replay",
+          "component_scope": "gpu", "condition": "rate", "operator": ">", "threshold": 0.1,
+          "lead_window_s": 6 * 3600, "outcome": "NODE_FAIL"}
+
+
+@pytest.fixture(scope="module")
+def known_fleet(telemetry_store):
+    return write_fleet(CLUSTER, seed=11)
+
+
+@pytest.fixture
+def worker(known_fleet):
+    w = EmbeddedWorker(celery_app, concurrency=1)
+    w.start()
+    yield w
+    w.stop()
+
+
+def client_for(user) -> Client:
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(worker, investigator):
+    case = make_case(cluster=CLUSTER)
+    h = hypotheses.pin_hypothesis(investigator, case=case, **SIGNAL)
+    c = client_for(investigator)
+    page = c.get(h.get_absolute_url()).content.decode()
+    assert 'id="test-form"' in page and "Not tested across the fleet yet" in page
+
+    resp = c.post(f"/hypotheses/{h.pk}/test", {"days": "", "cluster": CLUSTER})
+    job = BackgroundJob.objects.get(kind="hypothesis_test")
+    assert resp.status_code == 302 and resp["Location"] == f"/jobs/{job.pk}/"
+    assert job.params == {"hypothesis_id": h.pk, "cluster": CLUSTER, "days": None}
+    done = wait_for(job.pk, timeout=120)
+    assert done.state == "succeeded", done.error
+    r = done.result
+    assert r["hypothesis_id"] == h.pk and r["outcome_interruptions"] == 6
+    assert (r["table"]["a"], r["table"]["c"], r["table"]["b"]) == (6, 0, 0)
+    assert r["lift"] > 5 and r["p"] < 1e-3 and r["precision"] == 1.0
+    assert done.progress_done == done.progress_total and done.stage == "done"
+
+    html = c.get(f"/jobs/{job.pk}/").content.decode()
+    assert f"Fleet test of <a href=\"/hypotheses/{h.pk}/\">H{h.pk}</a>" in html
+    assert re.search(r'<td class="num">6</td><td class="num">0</td>', html)  # the 2x2 table's first row
+    assert html.count("data-plotly-figure") == 2 and "/assets/plotly-" in html
+    assert html.count("fired t−3h") == 6  # every example, with its lead time
+    figs = [json.loads(part.split("</script>")[0]) for part in html.split('<script type="application/json">')[1:]]
+    assert [t["name"] for t in figs[0]["data"]] == ["before the outcome", "control windows"]
+
+    # The board and the hypothesis page carry the latest test; the case timeline says it ran.
+    board = c.get("/board/").content.decode()
+    assert f"/jobs/{job.pk}/" in board
+    assert f"job {job.pk}" in c.get(h.get_absolute_url()).content.decode()
+    verbs = [(e.verb, e.data.get("job_id")) for e in activity.case_activity(case)]
+    assert ("job.started", job.pk) in verbs and ("job.succeeded", job.pk) in verbs
+
+
+def test_examples_link_to_the_case_when_one_is_open(worker, investigator):
+    case = make_case(cluster=CLUSTER, job_id="503")  # one of the six failures (h07)
+    h = hypotheses.pin_hypothesis(investigator, case=case, **SIGNAL)
+    job = fleet_tests.start_test(investigator, h, cluster=CLUSTER)
+    assert wait_for(job.pk, timeout=120).state == "succeeded"
+    html = client_for(investigator).get(f"/jobs/{job.pk}/progress").content.decode()
+    assert f'<a href="{case.get_absolute_url()}">case</a>' in html
+    assert html.count(">in the inbox</a>") == 5
+
+
+def test_the_api_starts_a_test_and_refuses_what_cannot_run(worker, investigator, viewer):
+    h = hypotheses.pin_hypothesis(investigator, **SIGNAL)
+    c = client_for(investigator)
+    r = c.post(f"/api/hypotheses/{h.pk}/tests", json.dumps({"cluster": CLUSTER, "days": 30}),
+               content_type="application/json")
+    assert r.status_code == 201 and r.json()["kind"] == "hypothesis_test"
+    assert r.json()["params"] == {"hypothesis_id": h.pk, "cluster": CLUSTER, "days": 30}
+    assert wait_for(r.json()["id"], timeout=120).state == "succeeded"
+
+    bad_days = c.post(f"/api/hypotheses/{h.pk}/tests", json.dumps({"days": 0}), content_type="application/json")
+    assert bad_days.status_code == 400 and "days" in bad_days.json()["detail"]
+    vague = hypotheses.pin_hypothesis(investigator, **{**SIGNAL, "outcome": "the GPU dies"})
+    r = c.post(f"/api/hypotheses/{vague.pk}/tests", "{}", content_type="application/json")
+    assert r.status_code == 400 and "use an interruption state" in r.json()["detail"]
+    # The page says so instead of offering the button.
+    page = c.get(vague.get_absolute_url()).content.decode()
+    assert 'id="test-form"' not in page and "cannot be tested across the fleet" in page
+
+    v = client_for(viewer)
+    assert v.post(f"/api/hypotheses/{h.pk}/tests", "{}", content_type="application/json").status_code == 403
+    assert v.post(f"/hypotheses/{h.pk}/test", {"days": "30"}).status_code == 403
+    assert 'id="test-form"' not in v.get(h.get_absolute_url()).content.decode()
+    assert BackgroundJob.objects.filter(kind="hypothesis_test").count() == 1
+
+
+def test_the_page_form_rejects_a_range_it_does_not_offer(investigator):
+    h = hypotheses.pin_hypothesis(investigator, **SIGNAL)
+    resp = client_for(investigator).post(f"/hypotheses/{h.pk}/test", {"days": "9999"}, follow=True)
+    assert "is not one of 7, 30, 90 or all" in resp.content.decode()
+    assert not BackgroundJob.objects.exists()
+
+
+def test_a_test_of_a_hypothesis_that_is_gone_fails_with_a_reason(known_fleet):
+    job = BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": 424242})
+    assert jobs.run(job.pk) == "failed"
+    job.refresh_from_db()
+    assert job.state == "failed" and "hypothesis 424242 does not exist" in job.error
