@@ -735,6 +735,12 @@ ACTIVITY_TEXT = {
 }
 
 
+def _described(events: list) -> list:
+    for e in events:
+        e.text = ACTIVITY_TEXT.get(e.verb, e.verb)
+    return events
+
+
 def _timeline(case: Case) -> list:
     events = activity.case_activity(case)
     t0 = _utc(case.t0)
@@ -787,7 +793,7 @@ def hypothesis_page(request, pk: int):
     return render(request, "investigations/hypothesis.html", {
         "h": h, "nav": "board", "record": records.track_record(h),
         "pins": [(p, current.get(p.case_id)) for p in pins], "tests": tests,
-        "comments": comments.comments_on(hypothesis=h), "history": activity.hypothesis_activity(h),
+        "comments": comments.comments_on(hypothesis=h), "history": _described(activity.hypothesis_activity(h)),
         "can_edit": can_investigate(request.user), "transitions": hypotheses.TRANSITIONS.get(h.status, ()),
         "comment_form": forms.CommentForm(), "untestable": _untestable(h),
         "test_clusters": sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
@@ -873,8 +879,8 @@ def jobs_page(request):
     return render(request, "investigations/jobs.html", {"jobs": rows, "nav": "jobs"})
 
 
-def _job_context(job: BackgroundJob) -> dict:
-    ctx = {"job": job, "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
+def _job_context(request, job: BackgroundJob) -> dict:
+    ctx = {"job": job, "can_edit": can_investigate(request.user), "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
            if job.result is not None else ""}
     if job.kind == records.TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["test"] = _test_view(job.result)
@@ -903,14 +909,14 @@ def _test_view(r: dict) -> dict:
 def job_page(request, job_id: int):
     job = get_object_or_404(BackgroundJob.objects.select_related("created_by"), pk=job_id)
     return render(request, "investigations/job.html", {
-        **_job_context(job), "nav": "jobs", "can_edit": can_investigate(request.user), "plotly_version": plotly_version(),
+        **_job_context(request, job), "nav": "jobs", "plotly_version": plotly_version(),
         "params_text": json.dumps(job.params, sort_keys=True, default=str)[:500],
     })
 
 
 def job_progress(request, job_id: int):
     job = get_object_or_404(BackgroundJob, pk=job_id)
-    return render(request, "investigations/_job_progress.html", _job_context(job))
+    return render(request, "investigations/_job_progress.html", _job_context(request, job))
 
 
 @require_POST
