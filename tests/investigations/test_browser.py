@@ -216,3 +216,34 @@ def test_a_viewer_reads_the_case_without_verdict_controls(page, live_server, fle
     assert page.locator("text=record verdict").count() == 0
     assert "needs the investigator role" in page.inner_text("#verdicts")
     assert page.js_errors == []
+
+
+def test_an_investigator_runs_a_fleet_test_and_reads_its_result(page, live_server, clean_store, investigator):
+    from investigations.services import hypotheses
+    from tests.telemetry.queries.test_signal_test import write_fleet as write_known_fleet
+    from webapp import celery_app
+    from webapp.worker import EmbeddedWorker
+
+    write_known_fleet("browser-ft", seed=5)
+    h = hypotheses.pin_hypothesis(investigator, statement="PCIe replays climb before node failures",
+                                  metric="gpu.pcie.replay", component_scope="gpu", condition="rate", operator=">",
+                                  threshold=0.1, lead_window_s=6 * 3600, outcome="NODE_FAIL")
+    worker = EmbeddedWorker(celery_app, concurrency=1)
+    worker.start()
+    try:
+        log_in(page, live_server.url, "alice", f"/hypotheses/{h.pk}/")
+        page.select_option("#test-form select[name=days]", "")
+        page.fill("#test-form input[name=cluster]", "browser-ft")
+        page.click("#test-form button[type=submit]")
+        page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
+        page.wait_for_selector("#test-result", timeout=90000)
+        page.wait_for_function("document.querySelectorAll('#test-result .plotly-figure .main-svg').length >= 2",
+                               timeout=30000)
+    finally:
+        worker.stop()
+    text = page.inner_text("#test-result")
+    assert "Fleet test of H" in text and "p, Fisher one-sided" in text and "100 %" in text  # recall: 6 of 6
+    assert page.locator("#job-cancel").count() == 0  # the job is done: nothing to cancel
+    assert no_horizontal_scroll(page) and not page.js_errors, page.js_errors
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "fleet-test.png"), full_page=True)
