@@ -128,3 +128,24 @@ def test_a_test_of_a_hypothesis_that_is_gone_fails_with_a_reason(known_fleet):
     assert jobs.run(job.pk) == "failed"
     job.refresh_from_db()
     assert job.state == "failed" and "hypothesis 424242 does not exist" in job.error
+
+
+def test_a_test_without_lift_reads_as_such_on_the_board_and_its_page(investigator):
+    """No interruption of the outcome in range: the job succeeds, says so, and the board does not
+    print an empty lift."""
+    from django.utils import timezone
+
+    h = hypotheses.pin_hypothesis(investigator, **SIGNAL)
+    result = {"hypothesis_id": h.pk, "signal": "s", "outcome": "NODE_FAIL", "clusters": ["x"], "range": None,
+              "outcome_interruptions": 0, "table": {"a": 0, "b": 0, "c": 0, "d": 0}, "lift": None, "p": None,
+              "recall": None, "recall_ci": [None, None], "control_rate": None, "control_rate_ci": [None, None],
+              "lift_ci": [None, None], "precision": None, "precision_ci": [None, None], "alarms": 0, "true_alarms": 0,
+              "node_days": 0, "false_alarms_per_1000_node_days": None, "lead_times_s": [], "lead_median_s": None,
+              "examples": [], "controls": {"same_hosts": 0, "peers": 0}, "no_data": {"before": 0, "controls": 0}}
+    job = BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": h.pk}, state="succeeded",
+                                       result=result, finished_at=timezone.now())
+    c = client_for(investigator)
+    board = c.get("/board/").content.decode()
+    assert "tested, no lift" in board and "None" not in board.split("<tbody>")[1]
+    page = c.get(f"/jobs/{job.pk}/").content.decode()
+    assert "No interruption of <b>NODE_FAIL</b> in the tested range" in page
