@@ -13,11 +13,9 @@ from django.test import Client
 from investigations.models import BackgroundJob
 from investigations.services import activity, fleet_tests, hypotheses, jobs
 from tests.telemetry.queries.test_signal_test import write_fleet
-from webapp import celery_app
-from webapp.worker import EmbeddedWorker
 
 from .factories import make_case
-from .test_jobs import wait_for
+from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,21 +30,13 @@ def known_fleet(telemetry_store):
     return write_fleet(CLUSTER, seed=11)
 
 
-@pytest.fixture
-def worker(known_fleet):
-    w = EmbeddedWorker(celery_app, concurrency=1)
-    w.start()
-    yield w
-    w.stop()
-
-
 def client_for(user) -> Client:
     c = Client()
     c.force_login(user)
     return c
 
 
-def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(worker, investigator):
+def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(known_fleet, worker, investigator):
     case = make_case(cluster=CLUSTER)
     h = hypotheses.pin_hypothesis(investigator, case=case, **SIGNAL)
     c = client_for(investigator)
@@ -81,7 +71,7 @@ def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(worke
     assert ("job.started", job.pk) in verbs and ("job.succeeded", job.pk) in verbs
 
 
-def test_examples_link_to_the_case_when_one_is_open(worker, investigator):
+def test_examples_link_to_the_case_when_one_is_open(known_fleet, worker, investigator):
     case = make_case(cluster=CLUSTER, job_id="503")  # one of the six failures (h07)
     h = hypotheses.pin_hypothesis(investigator, case=case, **SIGNAL)
     job = fleet_tests.start_test(investigator, h, cluster=CLUSTER)
@@ -91,7 +81,7 @@ def test_examples_link_to_the_case_when_one_is_open(worker, investigator):
     assert html.count(">in the inbox</a>") == 5
 
 
-def test_the_api_starts_a_test_and_refuses_what_cannot_run(worker, investigator, viewer):
+def test_the_api_starts_a_test_and_refuses_what_cannot_run(known_fleet, worker, investigator, viewer):
     h = hypotheses.pin_hypothesis(investigator, **SIGNAL)
     c = client_for(investigator)
     r = c.post(f"/api/hypotheses/{h.pk}/tests", json.dumps({"cluster": CLUSTER, "days": 30}),
