@@ -266,13 +266,15 @@ _COVERAGE_SQL = ("SELECT host, intDiv(toUnixTimestamp(ts), {cov:UInt32}) AS hour
 _SPAN_SQL = ("SELECT toUnixTimestamp(min(ts)), toUnixTimestamp(max(ts)), count() FROM samples_1m "
              "WHERE cluster = {cluster:String} AND metric = {metric:String}")
 
+_INTERRUPTED = (
+    "SELECT job_id, name, state, assumeNotNull(end_ts) AS end_ts FROM jobs FINAL "
+    "WHERE cluster = {cluster:String} AND state IN {states:Array(String)} AND end_ts IS NOT NULL "
+    "AND end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') AND end_ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
 _INTERRUPTIONS_SQL = (
-    "SELECT j.job_id, j.name, j.state, toUnixTimestamp(j.end_ts) AS t0, h.hosts FROM "
-    "(SELECT job_id, name, state, assumeNotNull(end_ts) AS end_ts FROM jobs FINAL "
-    " WHERE cluster = {cluster:String} AND state IN {states:Array(String)} AND end_ts IS NOT NULL "
-    " AND end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') AND end_ts < toDateTime64({hi_s:Int64}, 3, 'UTC')) AS j "
+    f"SELECT j.job_id, j.name, j.state, toUnixTimestamp(j.end_ts) AS t0, h.hosts FROM ({_INTERRUPTED}) AS j "
     "INNER JOIN (SELECT job_id, groupArray(host) AS hosts FROM job_hosts FINAL WHERE cluster = {cluster:String} "
-    " GROUP BY job_id) AS h ON h.job_id = j.job_id ORDER BY t0, j.job_id")
+    f" AND job_id IN (SELECT job_id FROM ({_INTERRUPTED})) GROUP BY job_id) AS h ON h.job_id = j.job_id "
+    "ORDER BY t0, j.job_id")
 
 _XIDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} AND kind = 'xid' "
              "AND code IN {codes:Array(Int64)} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
