@@ -425,7 +425,8 @@ def _build(
     if dropped:
         idx, ts, vals = idx[keep], ts[keep], vals[keep]
     if (scale != 1.0).any():
-        vals = vals * scale[idx]
+        with np.errstate(over="ignore"):  # a huge value times a unit scale is +-inf, as in Python
+            vals = vals * scale[idx]
     take = pa.array(idx, type=pa.int32())
 
     def column(values: list[str]) -> pa.Array:
