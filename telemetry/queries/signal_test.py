@@ -14,9 +14,10 @@ interruptions with such an XID on one of the job's hosts within ±10 min of t0),
 Windows (W = the lead window)
 -----------------------------
 - **before the outcome**: for each interruption of the outcome, [t0 − W, t0) on the job's hosts;
-- **same hosts at healthy times**: the same hosts over [t0 − W − k·24 h, t0 − k·24 h) for
-  k = 1..3 (same time of day), kept when no interruption of any kind touched those hosts from
-  the window's start to W after its end, and the window lies in the tested range;
+- **same hosts at healthy times**: the same hosts over the same time of day 1, 2 and 3 days
+  before and after, kept when no interruption of any kind touched those hosts from the window's
+  start to W after its end, and the window lies in the tested range (later days count too: a
+  short history still has controls, and a host that was down after its failure has no data);
 - **healthy peers at the same time**: as many hosts as the job had (at most what there is), of
   the same cluster, reporting the metric, outside the job, without an interruption from t0 − W
   to t0 + W; picked by a hash of (job, host), so a re-run picks the same ones.
@@ -67,7 +68,7 @@ from telemetry.queries.interruptions import EVENT_WINDOW_S, INTERRUPTION_STATES
 
 CONDITIONS = ("threshold", "rate", "trend")
 OPERATORS = (">", "<")
-CONTROL_DAYS = (1, 2, 3)
+CONTROL_DAYS = (-3, -2, -1, 1, 2, 3)  # days from t0; the windows keep the time of day
 COVERAGE_S = 3600
 CONFIDENCE = 0.95
 MAX_EXAMPLES = 60
@@ -427,8 +428,8 @@ def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
         for idx, it in enumerate(chosen):
             windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
             for k in CONTROL_DAYS:
-                s, e = it.t0 - W - k * 86400, it.t0 - k * 86400
-                if s >= lo_s and not _touched(host_t0s_arr, it.hosts, s, e + W):
+                s, e = it.t0 - W + k * 86400, it.t0 + k * 86400
+                if s >= lo_s and e <= hi_s and not _touched(host_t0s_arr, it.hosts, s, e + W):
                     windows.append(Window("same_hosts", idx, it.hosts, s, e))
             job_hosts = set(it.hosts)
             candidates = [h for h in reporting if h not in job_hosts

@@ -78,7 +78,7 @@ def test_the_injected_precursor_is_found_with_its_lead_time(fleet):
                clusters=[fleet]).as_dict()
     assert r["outcome_interruptions"] == 6
     assert (r["table"]["a"], r["table"]["c"]) == (6, 0)
-    assert r["table"]["b"] == 0 and r["table"]["d"] >= 12  # quiet controls: same hosts on earlier days, peers
+    assert r["table"]["b"] == 0 and r["table"]["d"] >= 12  # quiet controls: same hosts on other days, peers
     assert r["controls"]["same_hosts"] > 0 and r["controls"]["peers"] == 6
     assert r["lift"] > 5 and r["p"] < 1e-3 and r["lift_ci"][0] > 1
     assert r["recall"] == 1.0 and r["recall_ci"][0] > 0.6
