@@ -362,6 +362,48 @@ def _touched(host_t0s: dict[str, np.ndarray], hosts, lo: int, hi: int) -> bool:
     return False
 
 
+def outcome_interruptions(cluster: str, outcome: Outcome, W: int, lo_s: int, hi_s: int, *,
+                          timeout_s: int) -> tuple[list[Interruption], dict[str, np.ndarray]]:
+    """The interruptions of ``outcome`` whose whole lead window lies in [lo_s, hi_s), and the
+    sorted t0s of every interruption per host (they decide which controls are healthy)."""
+    # Interruptions a little past the range too: controls reach 3 days and a lead window out.
+    rows = store.query_rows(_INTERRUPTIONS_SQL, {"cluster": cluster, "states": list(INTERRUPTION_STATES),
+                                                 "lo_s": lo_s - 4 * 86400 - W, "hi_s": hi_s + W},
+                            tag="signal_test:interruptions", timeout_s=timeout_s)
+    every = [Interruption(cluster, r[0], r[1], r[2], int(r[3]), tuple(sorted(r[4]))) for r in rows]
+    host_t0s: dict[str, list[int]] = {}
+    for it in every:
+        for h in it.hosts:
+            host_t0s.setdefault(h, []).append(it.t0)
+    host_t0s_arr = {h: np.asarray(sorted(v), dtype=np.int64) for h, v in host_t0s.items()}
+    chosen = [it for it in every if lo_s + W <= it.t0 < hi_s and (not outcome.states or it.state in outcome.states)]
+    if outcome.xids and chosen:
+        xid_rows = store.query_rows(_XIDS_SQL, {"cluster": cluster, "codes": list(outcome.xids),
+                                                "lo_s": lo_s - EVENT_WINDOW_S, "hi_s": hi_s + EVENT_WINDOW_S},
+                                    tag="signal_test:xids", timeout_s=timeout_s)
+        xids = {h: np.sort(v) for h, v in _by_host(xid_rows).items()}
+        chosen = [it for it in chosen if _touched(xids, it.hosts, it.t0 - EVENT_WINDOW_S, it.t0 + EVENT_WINDOW_S + 1)]
+    return chosen, host_t0s_arr
+
+
+def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str, np.ndarray], W: int,
+                    lo_s: int, hi_s: int, reporting: list[str]) -> list[Window]:
+    """The window before each chosen interruption and its controls (see the module docstring)."""
+    windows: list[Window] = []
+    for idx, it in enumerate(chosen):
+        windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
+        for k in CONTROL_DAYS:
+            s, e = it.t0 - W + k * 86400, it.t0 + k * 86400
+            if s >= lo_s and e <= hi_s and not _touched(host_t0s, it.hosts, s, e + W):
+                windows.append(Window("same_hosts", idx, it.hosts, s, e))
+        job_hosts = set(it.hosts)
+        candidates = [h for h in reporting if h not in job_hosts and not _touched(host_t0s, (h,), it.t0 - W, it.t0 + W)]
+        if candidates:
+            windows.append(Window("peers", idx, _pick_peers(f"{cluster}|{it.job_id}", candidates, len(it.hosts)),
+                                  it.t0 - W, it.t0))
+    return windows
+
+
 def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
         start: datetime | None = None, end: datetime | None = None,
         progress: Callable[[int, int, str], None] | None = None, timeout_s: int = QUERY_TIMEOUT_S) -> TestResult:
@@ -396,23 +438,7 @@ def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
 
         step += 1
         say(step, steps, f"{prefix}: interruptions and their hosts")
-        # Interruptions a little past the range too: they decide which controls are healthy.
-        rows = store.query_rows(_INTERRUPTIONS_SQL, {**base, "states": list(INTERRUPTION_STATES),
-                                                     "lo_s": lo_s - 4 * 86400 - W, "hi_s": hi_s + W},
-                                tag="signal_test:interruptions", timeout_s=timeout_s)
-        every = [Interruption(cluster, r[0], r[1], r[2], int(r[3]), tuple(sorted(r[4]))) for r in rows]
-        host_t0s: dict[str, list[int]] = {}
-        for it in every:
-            for h in it.hosts:
-                host_t0s.setdefault(h, []).append(it.t0)
-        host_t0s_arr = {h: np.asarray(sorted(v), dtype=np.int64) for h, v in host_t0s.items()}
-        chosen = [it for it in every if lo_s + W <= it.t0 < hi_s and (not outcome.states or it.state in outcome.states)]
-        if outcome.xids and chosen:
-            xid_rows = store.query_rows(_XIDS_SQL, {**base, "codes": list(outcome.xids),
-                                                    "lo_s": lo_s - EVENT_WINDOW_S, "hi_s": hi_s + EVENT_WINDOW_S},
-                                        tag="signal_test:xids", timeout_s=timeout_s)
-            xids = {h: np.sort(v) for h, v in _by_host(xid_rows).items()}
-            chosen = [it for it in chosen if _touched(xids, it.hosts, it.t0 - EVENT_WINDOW_S, it.t0 + EVENT_WINDOW_S + 1)]
+        chosen, host_t0s_arr = outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
 
         step += 1
         say(step, steps, f"{prefix}: minutes where the signal fires")
@@ -424,19 +450,7 @@ def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
 
         step += 1
         say(step, steps, f"{prefix}: {len(chosen)} interruptions of {outcome.label} against their controls")
-        windows: list[Window] = []
-        for idx, it in enumerate(chosen):
-            windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
-            for k in CONTROL_DAYS:
-                s, e = it.t0 - W + k * 86400, it.t0 + k * 86400
-                if s >= lo_s and e <= hi_s and not _touched(host_t0s_arr, it.hosts, s, e + W):
-                    windows.append(Window("same_hosts", idx, it.hosts, s, e))
-            job_hosts = set(it.hosts)
-            candidates = [h for h in reporting if h not in job_hosts
-                          and not _touched(host_t0s_arr, (h,), it.t0 - W, it.t0 + W)]
-            if candidates:
-                peers = _pick_peers(f"{cluster}|{it.job_id}", candidates, len(it.hosts))
-                windows.append(Window("peers", idx, peers, it.t0 - W, it.t0))
+        windows = matched_windows(cluster, chosen, host_t0s_arr, W, lo_s, hi_s, reporting)
         for w in windows:
             w.has_data = _covered(coverage, w.hosts, w.start, w.end)
             if w.has_data:
