@@ -21,6 +21,11 @@ Windows (W = the lead window)
 - **healthy peers at the same time**: as many hosts as the job had (at most what there is), of
   the same cluster, reporting the metric, outside the job, without an interruption from t0 − W
   to t0 + W; picked by a hash of (job, host), so a re-run picks the same ones.
+Controls are matched on activity: a control window counts only when its hosts were running a
+job at its end (at least half of them, for the same-host controls; each peer, for the peers),
+as the hosts before an interruption were. An idle host runs cooler, quieter and slower, and
+workload-driven metrics would otherwise look like precursors. A cluster without any job
+allocations on record is not matched.
 A window whose hosts reported nothing of the metric in it (hourly coverage) is left out and
 counted as ``no data``.
 
@@ -170,6 +175,7 @@ class TestResult:
     true_alarms: int = 0
     node_days: float = 0.0
     examples: list[dict] = field(default_factory=list)
+    matched_on_activity: bool = False
 
     def as_dict(self) -> dict:
         recall, rlo, rhi = _jeffreys(self.a, self.c)
@@ -186,7 +192,7 @@ class TestResult:
             "range": list(self.range) if self.range else None, "outcome_interruptions": self.n_outcome,
             "table": {"a": self.a, "b": self.b, "c": self.c, "d": self.d},
             "no_data": {"before": self.no_data_before, "controls": self.no_data_controls},
-            "controls": self.controls,
+            "controls": self.controls, "matched_on_activity": self.matched_on_activity,
             "recall": recall, "recall_ci": [rlo, rhi],
             "control_rate": control_rate, "control_rate_ci": [clo, chi],
             "lift": lift, "lift_ci": [llo, lhi], "p": p,
@@ -280,6 +286,45 @@ _INTERRUPTIONS_SQL = (
 _XIDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} AND kind = 'xid' "
              "AND code IN {codes:Array(Int64)} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
              "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
+
+
+_ALLOCATIONS_SQL = (
+    "SELECT host, toUnixTimestamp(start_ts) AS s, toUnixTimestamp(ifNull(end_ts, now64(3))) AS e "
+    "FROM job_hosts FINAL WHERE cluster = {cluster:String} "
+    "AND (end_ts IS NULL OR end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC')) "
+    "AND start_ts < toDateTime64({hi_s:Int64}, 3, 'UTC') ORDER BY host, s")
+
+
+@dataclass
+class Allocations:
+    """Per host, the sorted start times of its job allocations and the running maximum of their
+    ends: a host is busy at t when the latest allocation starting at or before t ends after t."""
+    by_host: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @classmethod
+    def load(cls, cluster: str, lo_s: int, hi_s: int, *, timeout_s: int) -> "Allocations":
+        table = store.query_arrow(_ALLOCATIONS_SQL, {"cluster": cluster, "lo_s": lo_s, "hi_s": hi_s},
+                                  tag="signal_test:allocations", timeout_s=timeout_s)
+        by_host = {}
+        if table.num_rows:
+            hosts = table.column(0).to_pandas().astype(str).to_numpy()
+            starts = table.column(1).to_numpy().astype(np.int64)
+            ends = table.column(2).to_numpy().astype(np.int64)
+            cuts = np.flatnonzero(hosts[1:] != hosts[:-1]) + 1
+            for a, b in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(hosts)]))):
+                by_host[str(hosts[a])] = (starts[a:b], np.maximum.accumulate(ends[a:b]))
+        return cls(by_host)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_host)
+
+    def busy(self, host: str, t: int) -> bool:
+        found = self.by_host.get(host)
+        if found is None:
+            return False
+        starts, ends = found
+        i = int(np.searchsorted(starts, t, side="right")) - 1
+        return i >= 0 and ends[i] > t
 
 
 def clusters_with(metric: str, *, timeout_s: int = 60) -> list[str]:
@@ -387,17 +432,24 @@ def outcome_interruptions(cluster: str, outcome: Outcome, W: int, lo_s: int, hi_
 
 
 def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str, np.ndarray], W: int,
-                    lo_s: int, hi_s: int, reporting: list[str]) -> list[Window]:
-    """The window before each chosen interruption and its controls (see the module docstring)."""
+                    lo_s: int, hi_s: int, reporting: list[str],
+                    allocations: Allocations | None = None) -> list[Window]:
+    """The window before each chosen interruption and its controls (see the module docstring);
+    with ``allocations``, controls only where the hosts were running a job at the window's end."""
+    matched = bool(allocations)
     windows: list[Window] = []
     for idx, it in enumerate(chosen):
         windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
         for k in CONTROL_DAYS:
             s, e = it.t0 - W + k * 86400, it.t0 + k * 86400
-            if s >= lo_s and e <= hi_s and not _touched(host_t0s, it.hosts, s, e + W):
-                windows.append(Window("same_hosts", idx, it.hosts, s, e))
+            if s < lo_s or e > hi_s or _touched(host_t0s, it.hosts, s, e + W):
+                continue
+            if matched and 2 * sum(allocations.busy(h, e - 1) for h in it.hosts) < len(it.hosts):
+                continue
+            windows.append(Window("same_hosts", idx, it.hosts, s, e))
         job_hosts = set(it.hosts)
-        candidates = [h for h in reporting if h not in job_hosts and not _touched(host_t0s, (h,), it.t0 - W, it.t0 + W)]
+        candidates = [h for h in reporting if h not in job_hosts and not _touched(host_t0s, (h,), it.t0 - W, it.t0 + W)
+                      and (not matched or allocations.busy(h, it.t0 - 1))]
         if candidates:
             windows.append(Window("peers", idx, _pick_peers(f"{cluster}|{it.job_id}", candidates, len(it.hosts)),
                                   it.t0 - W, it.t0))
@@ -450,7 +502,9 @@ def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
 
         step += 1
         say(step, steps, f"{prefix}: {len(chosen)} interruptions of {outcome.label} against their controls")
-        windows = matched_windows(cluster, chosen, host_t0s_arr, W, lo_s, hi_s, reporting)
+        allocations = Allocations.load(cluster, lo_s - 4 * 86400 - W, hi_s + W, timeout_s=timeout_s)
+        windows = matched_windows(cluster, chosen, host_t0s_arr, W, lo_s, hi_s, reporting, allocations)
+        result.matched_on_activity = result.matched_on_activity or bool(allocations)
         for w in windows:
             w.has_data = _covered(coverage, w.hosts, w.start, w.end)
             if w.has_data:

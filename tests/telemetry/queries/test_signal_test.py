@@ -62,6 +62,12 @@ def write_fleet(cluster: str, seed: int = 7) -> str:
         alloc.append(a)
         if host in XID79:
             events.append(event_row(cluster, host, end - timedelta(minutes=2), "xid", 79, "gpu0", "critical"))
+    # Every host runs long healthy jobs the whole time (controls are matched on activity).
+    for k, host in enumerate(HOSTS):
+        j, a = _job(str(800 + k), host, BASE + timedelta(days=DAYS), "COMPLETED", cluster=cluster)
+        j["start_ts"] = a["start_ts"] = BASE
+        jobs.append(j)
+        alloc.append(a)
     # A finished job and a cancelled one are no interruptions.
     for k, (state, host) in enumerate([("COMPLETED", "h01"), ("CANCELLED", "h02")]):
         j, a = _job(str(900 + k), host, BASE + timedelta(days=5, hours=3), state, cluster=cluster)
@@ -169,3 +175,37 @@ def test_signals_it_refuses():
         st.Signal("gpu.temp", "threshold", ">", 80, 30)
     with pytest.raises(st.NotTestable, match="condition"):
         st.Signal("gpu.temp", "spike", ">", 80, 3600)
+
+
+def test_controls_are_matched_on_activity(clean_store):
+    """Peers and same-host controls only where the hosts were running a job: idle hosts are left
+    out, and a cluster without allocations on record is not matched at all."""
+    end = BASE + timedelta(days=2)
+    jobs, alloc = [], []
+    for k, host in enumerate(["b1", "b2", "b3"]):  # busy: a long healthy job each
+        j, a = _job(str(10 + k), host, BASE + timedelta(days=4), "COMPLETED", cluster="act")
+        j["start_ts"] = a["start_ts"] = BASE
+        jobs.append(j)
+        alloc.append(a)
+    j, a = _job("1", "f1", end, "NODE_FAIL", cluster="act")
+    jobs.append(j)
+    alloc.append(a)
+    write_rows("jobs", jobs)
+    write_rows("job_hosts", alloc)
+    chosen, t0s = st.outcome_interruptions("act", st.parse_outcome("NODE_FAIL"), 3600, int(BASE.timestamp()),
+                                           int((BASE + timedelta(days=4)).timestamp()), timeout_s=30)
+    assert [c.job_id for c in chosen] == ["1"]
+    reporting = ["b1", "b2", "b3", "i1", "i2", "i3", "f1"]  # i*: reporting, never in a job
+    allocations = st.Allocations.load("act", int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp()),
+                                      timeout_s=30)
+    assert allocations.busy("b1", int(end.timestamp())) and not allocations.busy("i1", int(end.timestamp()))
+    lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp())
+    for _ in range(3):  # whichever the hash picks, never an idle host
+        windows = st.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, allocations)
+        peers = [w for w in windows if w.kind == "peers"]
+        assert len(peers) == 1 and set(peers[0].hosts) <= {"b1", "b2", "b3"}
+    # f1 ran its failing job only from 30 h before t0: a day earlier it was busy, a day later not.
+    same = sorted(w.end - int(end.timestamp()) for w in windows if w.kind == "same_hosts")
+    assert same == [-86400]
+    unmatched = st.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, None)
+    assert len([w for w in unmatched if w.kind == "same_hosts"]) == 3  # days -1, +1, +2 in range
