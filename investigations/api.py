@@ -58,6 +58,31 @@ def create_job(request, payload: JobIn):
     return Status(201, job)
 
 
+class ScanIn(Schema):
+    """Start a signal scan: which outcome, how long a lead window, how much history, which cluster."""
+    outcome: str
+    lead_window_s: int
+    days: int | None = None
+    cluster: str | None = None
+
+
+@router.post("/scans", response={201: JobOut})
+def start_scan(request, payload: ScanIn):
+    """Rank every catalog metric by how it differs before the outcome (a background job; poll
+    GET /api/jobs/{id}, the ranking is in its result's ``rows``)."""
+    from django.core.exceptions import PermissionDenied
+
+    from investigations.services import scans
+
+    try:
+        return Status(201, scans.start_scan(request.user, outcome=payload.outcome, lead_window_s=payload.lead_window_s,
+                                            days=payload.days, cluster=payload.cluster))
+    except PermissionDenied as exc:
+        raise HttpError(403, str(exc)) from None
+    except ValueError as exc:
+        raise HttpError(400, str(exc)) from None
+
+
 @router.get("/jobs/{job_id}", response=JobOut)
 def get_job(request, job_id: int):
     return get_object_or_404(BackgroundJob, pk=job_id)

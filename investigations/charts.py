@@ -211,3 +211,20 @@ def lead_time_histogram(lead_times_s: Sequence[float]) -> go.Figure:
                      if len(hours) else None)
     fig.update_yaxes(title_text="windows")
     return fig
+
+
+def scan_bars(rows: Sequence[dict]) -> go.Figure:
+    """A signal scan's top findings: AUC per metric (0.5 = no difference), coloured by q."""
+    rows = list(rows)[::-1]  # the best at the top
+    colours = ["#b3261e" if r["q"] < 0.05 else "#a66300" if r["q"] < 0.2 else "#9aa3b5" for r in rows]
+    fig = go.Figure(go.Bar(
+        x=[r["auc"] for r in rows], y=[html.escape(r["metric"]) for r in rows], orientation="h", marker_color=colours,
+        customdata=[[r["q"], r["p"], r["n_before"], r["n_control"]] for r in rows],
+        hovertemplate="%{y}: AUC %{x:.2f}, q %{customdata[0]:.2g}, p %{customdata[1]:.2g} "
+                      "(%{customdata[2]} windows before, %{customdata[3]} controls)<extra></extra>",
+    ))
+    fig.add_vline(x=0.5, line={"color": "#5d6678", "dash": "dot"})
+    fig.update_layout(height=max(160, 22 * len(rows) + 60), margin={"l": 190, "r": 20, "t": 10, "b": 35},
+                      template="plotly_white", showlegend=False, bargap=0.25)
+    fig.update_xaxes(range=[0, 1], title_text="AUC: P(window before the outcome is worse than a control)")
+    return fig

@@ -32,6 +32,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/", views.job_page, name="job"),
     path("jobs/<int:job_id>/progress", views.job_progress, name="job-progress"),
     path("jobs/<int:job_id>/cancel", views.job_cancel, name="job-cancel"),
+    path("jobs/scan", views.scan_start, name="scan-start"),
+    path("jobs/<int:job_id>/pin", views.scan_pin, name="scan-pin"),
     path("assets/plotly-<str:version>.min.js", views.plotly_js, name="plotly-js"),
     path("static/<path:path>", views.static_asset, name="static-asset"),
 ]

@@ -41,7 +41,8 @@ from django.views.decorators.http import require_GET, require_POST
 from investigations import forms
 from investigations.models import AuditEvent, BackgroundJob, Case, CaseHypothesis, Hypothesis, Verdict
 from investigations.roles import can_investigate, is_admin
-from investigations.services import activity, board, cases, comments, fleet_tests, hypotheses, jobs, records, verdicts
+from investigations.services import (activity, board, cases, comments, fleet_tests, hypotheses, jobs, records,
+                                     scans, verdicts)
 from telemetry import catalog, store
 from telemetry.queries import interruptions, overview
 from telemetry.queries.overlay import MAX_SIGNALS, InvalidSignal, OverlayQuery, SignalSpec
@@ -874,9 +875,45 @@ def audit_page(request):
     })
 
 
+SCAN_OUTCOMES = ("any interruption", "NODE_FAIL", "FAILED", "TIMEOUT", "REQUEUED", "XID 79", "XID 48/94", "XID 74")
+
+
 def jobs_page(request):
     rows = list(BackgroundJob.objects.select_related("created_by").order_by("-created_at")[:200])
-    return render(request, "investigations/jobs.html", {"jobs": rows, "nav": "jobs"})
+    return render(request, "investigations/jobs.html", {
+        "jobs": rows, "nav": "jobs", "can_edit": can_investigate(request.user), "outcomes": SCAN_OUTCOMES,
+        "clusters": sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
+    })
+
+
+@require_POST
+def scan_start(request):
+    require_investigator(request, "starting a signal scan")
+    try:
+        hours = float(request.POST.get("lead_h", ""))
+        days = fleet_tests.RANGES.get(request.POST.get("days", ""), "bad")
+        if days == "bad":
+            raise ValueError(f"days: {request.POST.get('days')!r} is not one of 7, 30, 90 or all")
+        job = scans.start_scan(request.user, outcome=request.POST.get("outcome", ""),
+                               lead_window_s=int(round(hours * 3600)), days=days,
+                               cluster=request.POST.get("cluster") or None)
+    except ValueError as exc:
+        messages.error(request, "Signal scan not started: " + _first_line(exc))
+        return redirect("jobs")
+    return redirect("job", job_id=job.pk)
+
+
+@require_POST
+def scan_pin(request, job_id: int):
+    job = get_object_or_404(BackgroundJob, pk=job_id)
+    require_investigator(request, "pinning a hypothesis")
+    try:
+        h = scans.pin_finding(request.user, job, request.POST.get("metric", ""))
+    except ValueError as exc:
+        messages.error(request, _first_line(exc))
+        return redirect("job", job_id=job.pk)
+    messages.success(request, f"{h.short_id} pinned from the scan: run a fleet test to see how it holds up")
+    return redirect(h.get_absolute_url())
 
 
 def _job_context(request, job: BackgroundJob) -> dict:
@@ -884,7 +921,19 @@ def _job_context(request, job: BackgroundJob) -> dict:
            if job.result is not None else ""}
     if job.kind == records.TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["test"] = _test_view(job.result)
+    if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
+        ctx["scan"] = _scan_view(job.result)
     return ctx
+
+
+def _scan_view(r: dict) -> dict:
+    from investigations import charts
+
+    rows = r.get("rows") or []
+    tested = [row for row in rows if row.get("auc") is not None]
+    figure = charts.scan_bars(tested[:20]).to_json() if tested else None
+    return {"r": r, "rows": rows, "figure": figure, "lead": fmt_offset(-int(r.get("lead_window_s") or 0)),
+            "significant": sum(1 for row in tested if row["q"] < 0.05)}
 
 
 def _test_view(r: dict) -> dict:

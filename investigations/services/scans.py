@@ -1,0 +1,85 @@
+"""Signal scans — "what differs before failures" across the fleet — as background jobs, and
+pinning a finding of a scan as a hypothesis (the start of its track record).
+
+The ranking lives in telemetry.queries.signal_scan; here: up-front validation (so a bad outcome
+is a 400, not a failed job), the job kind, and the hypothesis a finding turns into.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from django.db import transaction
+
+from investigations.models import BackgroundJob, Hypothesis
+from investigations.services import hypotheses, jobs
+from investigations.services.activity import require_investigator
+from investigations.services.fleet_tests import MAX_DAYS
+from investigations.services.jobs import JobContext, job_kind
+from telemetry import catalog
+from telemetry.queries import signal_scan, signal_test
+
+SCAN_KIND = "signal_scan"
+SCOPE_OF_COMPONENT = {"gpu": "gpu", "nvswitch": "nvswitch", "nic": "nic", "psu": "psu", "fan": "fan", "disk": "disk",
+                      "job": "job"}
+
+
+def _params(outcome: str, lead_window_s, days, cluster) -> dict:
+    try:
+        parsed = signal_test.parse_outcome(outcome)
+    except signal_test.NotTestable as exc:
+        raise ValueError(str(exc)) from None
+    if isinstance(lead_window_s, bool) or not isinstance(lead_window_s, int) or not 60 <= lead_window_s <= 30 * 86400:
+        raise ValueError(f"lead_window_s: {lead_window_s!r} must be whole seconds from 60 (1 min) to 2592000 (30 days)")
+    if days is not None and (isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS):
+        raise ValueError(f"days: {days!r} must be a whole number of days between 1 and {MAX_DAYS}")
+    cluster = (cluster or "").strip() or None
+    if cluster is not None and len(cluster) > 200:
+        raise ValueError("cluster: at most 200 characters")
+    return {"outcome": parsed.label, "lead_window_s": lead_window_s, "days": days, "cluster": cluster}
+
+
+def start_scan(user, *, outcome: str, lead_window_s: int, days: int | None = None,
+               cluster: str | None = None) -> BackgroundJob:
+    require_investigator(user, "starting a signal scan")
+    params = _params(outcome, lead_window_s, days, cluster)
+    with transaction.atomic():
+        return jobs.start_job(SCAN_KIND, params, user=user)
+
+
+@job_kind(SCAN_KIND)
+def run_signal_scan(ctx: JobContext) -> dict:
+    """Rank every catalog metric by how it differs before the outcome (see signal_scan)."""
+    p = _params(ctx.params.get("outcome", ""), ctx.params.get("lead_window_s"), ctx.params.get("days"),
+                ctx.params.get("cluster"))
+    start = datetime.now(timezone.utc) - timedelta(days=p["days"]) if p["days"] else None
+    return signal_scan.scan(signal_test.parse_outcome(p["outcome"]), p["lead_window_s"],
+                            clusters=[p["cluster"]] if p["cluster"] else None, start=start,
+                            progress=ctx.progress, timeout_s=max(1, int(ctx.remaining_s())))
+
+
+def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
+    """A hypothesis from one row of a finished scan: the metric passing the midpoint between its
+    median before the outcome and its median in the controls, over the scan's lead window."""
+    require_investigator(user, "pinning a hypothesis")
+    if job.kind != SCAN_KIND or job.state != BackgroundJob.State.SUCCEEDED or not isinstance(job.result, dict):
+        raise ValueError(f"job {job.pk} is not a finished signal scan")
+    row = next((r for r in job.result.get("rows", []) if r.get("metric") == metric), None)
+    if row is None:
+        raise ValueError(f"metric {metric!r} is not in the results of job {job.pk}")
+    if row.get("median_before") is None or row.get("median_control") is None:
+        raise ValueError(f"{metric}: the scan has no values on both sides to set a threshold from")
+    m = catalog.get(metric)
+    before, control = float(row["median_before"]), float(row["median_control"])
+    higher = before >= control
+    threshold = float(f"{(before + control) / 2:.4g}")
+    outcome = job.result.get("outcome") or job.params.get("outcome")
+    lead_h = int(job.params["lead_window_s"]) / 3600
+    q = row.get("q")
+    statement = (f"{metric} runs {'higher' if higher else 'lower'} in the {lead_h:g} h before {outcome} "
+                 f"(signal scan, job {job.pk}: AUC {row['auc']:.2f}, q {q:.2g})" if q is not None else
+                 f"{metric} runs {'higher' if higher else 'lower'} in the {lead_h:g} h before {outcome} "
+                 f"(signal scan, job {job.pk})")
+    return hypotheses.pin_hypothesis(
+        user, statement=statement, metric=metric, component_scope=SCOPE_OF_COMPONENT.get(m.component, "host"),
+        condition="rate" if m.is_counter else "threshold", operator=">" if higher else "<", threshold=threshold,
+        lead_window_s=int(job.params["lead_window_s"]), outcome=outcome)

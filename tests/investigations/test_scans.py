@@ -1,0 +1,102 @@
+"""Signal scans end to end: started from the Jobs page or the API, run by a real Celery worker
+thread against the embedded store, shown ranked on the job page (figure, q, medians), and a
+finding pinned as a hypothesis in one click, ready for its fleet test. Bad requests: viewers
+get 403; an outcome the scan cannot find, a lead window out of range and bad ranges get 400."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from investigations.models import BackgroundJob, Hypothesis
+from investigations.services import scans
+from tests.telemetry.queries.test_signal_test import write_fleet
+
+from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CLUSTER = "scanjobs"
+
+
+@pytest.fixture(scope="module")
+def known_fleet(telemetry_store):
+    return write_fleet(CLUSTER, seed=13)
+
+
+def client_for(user) -> Client:
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def test_a_scan_from_the_jobs_page_ranks_the_precursor_and_pins_it(known_fleet, worker, investigator):
+    c = client_for(investigator)
+    assert 'id="scan-form"' in c.get("/jobs/").content.decode()
+    resp = c.post("/jobs/scan", {"outcome": "NODE_FAIL", "lead_h": "6", "days": "", "cluster": CLUSTER})
+    job = BackgroundJob.objects.get(kind="signal_scan")
+    assert resp.status_code == 302 and resp["Location"] == f"/jobs/{job.pk}/"
+    assert job.params == {"outcome": "NODE_FAIL", "lead_window_s": 21600, "days": None, "cluster": CLUSTER}
+    done = wait_for(job.pk, timeout=120)
+    assert done.state == "succeeded", done.error
+    assert done.result["rows"][0]["metric"] == "gpu.pcie.replay" and done.result["rows"][0]["q"] < 0.01
+
+    html = c.get(f"/jobs/{job.pk}/").content.decode()
+    assert "What differs before NODE_FAIL" in html and "<b>1</b> metric with q &lt; 0.05" in html
+    assert html.count("data-plotly-figure") == 1
+    table = html.split('<table class="dense scan-rows">')[1]
+    assert table.index("gpu.pcie.replay") < table.index("cooling.inlet_temp")  # ranked
+
+    resp = c.post(f"/jobs/{job.pk}/pin", {"metric": "gpu.pcie.replay"})
+    h = Hypothesis.objects.get()
+    assert resp.status_code == 302 and resp["Location"] == h.get_absolute_url()
+    assert (h.metric, h.condition, h.operator, h.lead_window_s, h.outcome, h.component_scope) == (
+        "gpu.pcie.replay", "rate", ">", 21600, "NODE_FAIL", "gpu")
+    row = done.result["rows"][0]
+    assert row["median_control"] < h.threshold < row["median_before"]
+    assert f"signal scan, job {job.pk}" in h.statement
+    # The finding can go straight to a fleet test.
+    assert 'id="test-form"' in c.get(h.get_absolute_url()).content.decode()
+
+
+def test_the_api_starts_scans_and_refuses_what_cannot_run(known_fleet, worker, investigator, viewer):
+    c = client_for(investigator)
+    r = c.post("/api/scans", json.dumps({"outcome": "XID 79", "lead_window_s": 3600, "cluster": CLUSTER}),
+               content_type="application/json")
+    assert r.status_code == 201 and r.json()["kind"] == "signal_scan"
+    done = wait_for(r.json()["id"], timeout=120)
+    assert done.state == "succeeded" and done.result["outcome_interruptions"] == 3
+
+    for body, reason in [({"outcome": "the GPU dies", "lead_window_s": 3600}, "use an interruption state"),
+                         ({"outcome": "NODE_FAIL", "lead_window_s": 30}, "lead_window_s"),
+                         ({"outcome": "NODE_FAIL", "lead_window_s": 3600, "days": 0}, "days")]:
+        bad = c.post("/api/scans", json.dumps(body), content_type="application/json")
+        assert bad.status_code == 400 and reason in bad.json()["detail"], body
+    v = client_for(viewer)
+    assert v.post("/api/scans", json.dumps({"outcome": "NODE_FAIL", "lead_window_s": 3600}),
+                  content_type="application/json").status_code == 403
+    assert v.post("/jobs/scan", {"outcome": "NODE_FAIL", "lead_h": "6", "days": "30"}).status_code == 403
+    assert 'id="scan-form"' not in v.get("/jobs/").content.decode()
+    assert BackgroundJob.objects.filter(kind="signal_scan").count() == 1
+
+
+def test_the_page_form_says_what_is_wrong(investigator):
+    c = client_for(investigator)
+    r = c.post("/jobs/scan", {"outcome": "NODE_FAIL", "lead_h": "abc", "days": "30"}, follow=True)
+    assert "Signal scan not started" in r.content.decode()
+    r = c.post("/jobs/scan", {"outcome": "soon", "lead_h": "6", "days": "30"}, follow=True)
+    assert "use an interruption state" in r.content.decode()
+    assert not BackgroundJob.objects.exists()
+
+
+def test_pinning_needs_a_finished_scan_and_a_listed_metric(investigator, viewer):
+    job = BackgroundJob.objects.create(kind="signal_scan", state="running", params={"lead_window_s": 3600})
+    with pytest.raises(ValueError, match="not a finished signal scan"):
+        scans.pin_finding(investigator, job, "gpu.temp")
+    job = BackgroundJob.objects.create(kind="signal_scan", state="succeeded", params={"lead_window_s": 3600},
+                                       result={"outcome": "NODE_FAIL", "rows": []})
+    with pytest.raises(ValueError, match="not in the results"):
+        scans.pin_finding(investigator, job, "gpu.temp")
+    assert client_for(viewer).post(f"/jobs/{job.pk}/pin", {"metric": "gpu.temp"}).status_code == 403
+    assert not Hypothesis.objects.exists()
