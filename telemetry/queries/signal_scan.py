@@ -105,6 +105,30 @@ def _window_value(hourly: dict[str, _Hourly], hosts, start: int, end: int, highe
     return best
 
 
+def window_features(cluster: str, windows, metrics: list[str], *, lo_s: int, hi_s: int,
+                    progress: Callable[[int, int, str], None] | None = None,
+                    timeout_s: int = QUERY_TIMEOUT_S) -> dict[str, np.ndarray]:
+    """Per metric, each window's value as the scan computes it (the worst hourly value over the
+    window's hosts in the metric's bad direction; NaN where the hosts reported nothing).
+    ``windows`` are objects with ``hosts``, ``start`` and ``end``; one query per metric."""
+    out: dict[str, np.ndarray] = {}
+    for i, metric in enumerate(metrics):
+        if progress:
+            progress(i, len(metrics), f"features: metric {i + 1}/{len(metrics)}: {metric}")
+        m = catalog.get(metric)
+        hourly = _hourly(_COUNTER_HOURLY if m.is_counter else _GAUGE_HOURLY,
+                         {"cluster": cluster, "metric": metric, "lo_s": lo_s, "hi_s": hi_s}, timeout_s)
+        highest = m.bad != "down"
+        out[metric] = np.array([_window_value(hourly, w.hosts, w.start, w.end, highest) for w in windows], dtype=float)
+    return out
+
+
+def metrics_present(cluster: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[tuple[str, int, int]]:
+    """Catalog metrics with rollup rows in ``cluster``: (name, first ts, last ts), by name."""
+    rows = store.query_rows(_METRICS_SQL, {"cluster": cluster}, tag="signal_scan:metrics", timeout_s=timeout_s)
+    return [(m, int(a), int(b)) for m, a, b in rows if catalog.is_known(m)]
+
+
 def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, start: datetime | None = None,
          end: datetime | None = None, metrics: list[str] | None = None,
          progress: Callable[[int, int, str], None] | None = None, timeout_s: int = QUERY_TIMEOUT_S) -> dict:
@@ -125,8 +149,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     lo_all = hi_all = None
     plan = []
     for cluster in clusters:
-        present = store.query_rows(_METRICS_SQL, {"cluster": cluster}, tag="signal_scan:metrics", timeout_s=timeout_s)
-        present = [(m, int(a), int(b)) for m, a, b in present if catalog.is_known(m) and (not metrics or m in metrics)]
+        present = [p for p in metrics_present(cluster, timeout_s=timeout_s) if not metrics or p[0] in metrics]
         plan.append((cluster, present))
     total = sum(len(p) for _, p in plan) or 1
     done = 0
@@ -153,16 +176,12 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         for metric, _, _ in present:
             done += 1
             say(done - 1, total, f"scanning metric {done}/{total}: {metric}")
-            m = catalog.get(metric)
-            sql = _COUNTER_HOURLY if m.is_counter else _GAUGE_HOURLY
-            hourly = _hourly(sql, {"cluster": cluster, "metric": metric, "lo_s": lo_s - W - HOUR,
-                                   "hi_s": hi_s}, timeout_s)
-            highest = m.bad != "down"
+            vals = window_features(cluster, windows, [metric], lo_s=lo_s - W - HOUR, hi_s=hi_s,
+                                   timeout_s=timeout_s)[metric]
             before, control = values.setdefault(metric, ([], []))
-            for w in windows:
-                v = _window_value(hourly, w.hosts, w.start, w.end, highest)
+            for w, v in zip(windows, vals):
                 if np.isfinite(v):
-                    (before if w.kind == "before" else control).append(v)
+                    (before if w.kind == "before" else control).append(float(v))
     say(total, total, "ranking")
     rows = []
     for metric, (before, control) in values.items():
