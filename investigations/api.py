@@ -83,6 +83,46 @@ def start_scan(request, payload: ScanIn):
         raise HttpError(400, str(exc)) from None
 
 
+class ExportIn(Schema):
+    """Export the verdicts as a labelled dataset (see investigations/services/exports.py)."""
+    lead_window_s: int = 6 * 3600
+    kinds: list[str] | None = None
+    controls: bool = True
+    format: str = "parquet"
+    cluster: str | None = None
+
+
+@router.post("/exports", response={201: JobOut})
+def start_export(request, payload: ExportIn):
+    """Start a dataset export (a background job); download it from GET /api/exports/{job id}/file."""
+    from django.core.exceptions import PermissionDenied
+
+    from investigations.services import exports
+
+    try:
+        return Status(201, exports.start_export(request.user, lead_window_s=payload.lead_window_s,
+                                                kinds=payload.kinds, controls=payload.controls, fmt=payload.format,
+                                                cluster=payload.cluster))
+    except PermissionDenied as exc:
+        raise HttpError(403, str(exc)) from None
+    except ValueError as exc:
+        raise HttpError(400, str(exc)) from None
+
+
+@router.get("/exports/{job_id}/file")
+def export_file(request, job_id: int):
+    """The export's Parquet or CSV file (404 until the job has succeeded)."""
+    from django.http import FileResponse
+
+    from investigations.services import exports
+
+    path = exports.export_file(get_object_or_404(BackgroundJob, pk=job_id))
+    if path is None:
+        raise HttpError(404, f"job {job_id} has no finished export file")
+    ctype = "application/vnd.apache.parquet" if path.suffix == ".parquet" else "text/csv"
+    return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type=ctype)
+
+
 @router.get("/jobs/{job_id}", response=JobOut)
 def get_job(request, job_id: int):
     return get_object_or_404(BackgroundJob, pk=job_id)

@@ -41,8 +41,8 @@ from django.views.decorators.http import require_GET, require_POST
 from investigations import forms
 from investigations.models import AuditEvent, BackgroundJob, Case, CaseHypothesis, Hypothesis, Verdict
 from investigations.roles import can_investigate, is_admin
-from investigations.services import (activity, board, cases, comments, fleet_tests, hypotheses, jobs, records,
-                                     scans, verdicts)
+from investigations.services import (activity, board, cases, comments, exports, fleet_tests, hypotheses, jobs,
+                                     records, scans, verdicts)
 from telemetry import catalog, store
 from telemetry.queries import interruptions, overview
 from telemetry.queries.overlay import MAX_SIGNALS, InvalidSignal, OverlayQuery, SignalSpec
@@ -886,6 +886,43 @@ def jobs_page(request):
     })
 
 
+def exports_page(request):
+    done = list(BackgroundJob.objects.filter(kind=exports.EXPORT_KIND).select_related("created_by")
+                .order_by("-created_at")[:100])
+    labelled = Verdict.objects.values("case_id").distinct().count()
+    return render(request, "investigations/exports.html", {
+        "exports": done, "nav": "exports", "can_edit": can_investigate(request.user), "labelled": labelled,
+        "kinds": exports.VERDICT_KINDS, "formats": exports.FORMATS, "format_name": exports.FORMAT,
+        "clusters": sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
+    })
+
+
+@require_POST
+def export_start(request):
+    require_investigator(request, "exporting a dataset")
+    try:
+        hours = float(request.POST.get("lead_h", ""))
+        job = exports.start_export(request.user, lead_window_s=int(round(hours * 3600)),
+                                   kinds=request.POST.getlist("kinds") or None,
+                                   controls=request.POST.get("controls") == "1", fmt=request.POST.get("format", "parquet"),
+                                   cluster=request.POST.get("cluster") or None)
+    except ValueError as exc:
+        messages.error(request, "Export not started: " + _first_line(exc))
+        return redirect("exports")
+    return redirect("job", job_id=job.pk)
+
+
+def export_download(request, job_id: int):
+    job = get_object_or_404(BackgroundJob, pk=job_id)
+    path = exports.export_file(job)
+    if path is None:
+        raise Http404("no finished export file for this job (not an export, not finished, or deleted)")
+    from django.http import FileResponse
+
+    ctype = "application/vnd.apache.parquet" if path.suffix == ".parquet" else "text/csv"
+    return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type=ctype)
+
+
 @require_POST
 def scan_start(request):
     require_investigator(request, "starting a signal scan")
@@ -923,6 +960,8 @@ def _job_context(request, job: BackgroundJob) -> dict:
         ctx["test"] = _test_view(job.result)
     if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["scan"] = _scan_view(job.result)
+    if job.kind == exports.EXPORT_KIND and job.state == "succeeded":
+        ctx["export"] = {"r": job.result, "available": exports.export_file(job) is not None}
     return ctx
 
 
