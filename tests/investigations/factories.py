@@ -55,3 +55,25 @@ def write_job(cluster: str, job_id: str, *, state: str = "NODE_FAIL", hosts=("n0
              "version": [1] * len(hosts)}
     writer.write("job_hosts", pa.table(alloc, schema=schema.JOB_HOSTS))
     return end
+
+
+def client_for(user):
+    """A Django test client logged in as ``user``."""
+    from django.test import Client
+
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def known_fleet_fixture(cluster: str, seed: int):
+    """A module-scoped fixture writing the fleet with a known precursor (test_signal_test) under
+    ``cluster``: each module its own name and seed, so the writer never drops it as a retry."""
+    import pytest
+
+    from tests.telemetry.queries.test_signal_test import write_fleet
+
+    def known_fleet(telemetry_store):
+        return write_fleet(cluster, seed=seed)
+
+    return pytest.fixture(scope="module")(known_fleet)

@@ -19,22 +19,16 @@ from investigations import tokens
 from investigations.models import BackgroundJob
 from investigations.services import exports, hypotheses, verdicts
 from tests.telemetry.queries import BASE
-from tests.telemetry.queries.test_signal_test import FAILURES, write_fleet
+from tests.telemetry.queries.test_signal_test import FAILURES
 
-from .factories import make_case
+from .factories import client_for, known_fleet_fixture, make_case
+from .test_fleet_tests import SIGNAL
 from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CLUSTER = "exports"
-SIGNAL = {"statement": "PCIe replays climb before node failures", "metric": "gpu.pcie.replay",
-          "component_scope": "gpu", "condition": "rate", "operator": ">", "threshold": 0.1,
-          "lead_window_s": 6 * 3600, "outcome": "NODE_FAIL"}
-
-
-@pytest.fixture(scope="module")
-def known_fleet(telemetry_store):
-    return write_fleet(CLUSTER, seed=17)
+known_fleet = known_fleet_fixture(CLUSTER, seed=17)
 
 
 @pytest.fixture
@@ -52,12 +46,6 @@ def labelled(known_fleet, investigator):
         verdicts.record_verdict(investigator, case, kind="confirmed", hypothesis=h, rationale="replays ramped")
     verdicts.record_verdict(investigator, made[3], kind="false_positive", rationale="replays were a red herring")
     return made, h
-
-
-def client_for(user) -> Client:
-    c = Client()
-    c.force_login(user)
-    return c
 
 
 def test_an_export_from_the_page_writes_labelled_windows_with_features(labelled, worker, investigator, viewer):

@@ -8,13 +8,11 @@ import json
 import re
 
 import pytest
-from django.test import Client
 
 from investigations.models import BackgroundJob
 from investigations.services import activity, fleet_tests, hypotheses, jobs
-from tests.telemetry.queries.test_signal_test import write_fleet
 
-from .factories import make_case
+from .factories import client_for, known_fleet_fixture, make_case
 from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,15 +23,7 @@ SIGNAL = {"statement": "PCIe replays climb before node failures", "metric": "gpu
           "lead_window_s": 6 * 3600, "outcome": "NODE_FAIL"}
 
 
-@pytest.fixture(scope="module")
-def known_fleet(telemetry_store):
-    return write_fleet(CLUSTER, seed=11)
-
-
-def client_for(user) -> Client:
-    c = Client()
-    c.force_login(user)
-    return c
+known_fleet = known_fleet_fixture(CLUSTER, seed=11)
 
 
 def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(known_fleet, worker, investigator):

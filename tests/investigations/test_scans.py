@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
 
 from investigations.models import BackgroundJob, Hypothesis
 from investigations.services import scans
-from tests.telemetry.queries.test_signal_test import write_fleet
 
+from .factories import client_for, known_fleet_fixture
 from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,15 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CLUSTER = "scanjobs"
 
 
-@pytest.fixture(scope="module")
-def known_fleet(telemetry_store):
-    return write_fleet(CLUSTER, seed=13)
-
-
-def client_for(user) -> Client:
-    c = Client()
-    c.force_login(user)
-    return c
+known_fleet = known_fleet_fixture(CLUSTER, seed=13)
 
 
 def test_a_scan_from_the_jobs_page_ranks_the_precursor_and_pins_it(known_fleet, worker, investigator):
