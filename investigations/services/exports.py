@@ -38,7 +38,6 @@ from investigations.models import BackgroundJob, Case, Verdict
 from investigations.services import jobs
 from investigations.services.activity import require_investigator
 from investigations.services.jobs import JobContext, job_kind
-from telemetry import store
 from telemetry.queries import signal_scan, signal_test
 
 EXPORT_KIND = "dataset_export"
@@ -140,8 +139,7 @@ def run_export(ctx: JobContext) -> dict:
                                                         timeout_s=timeout)
         if p["controls"]:
             allocations = signal_test.Allocations.load(cluster, lo, hi, timeout_s=timeout)
-            hosts = [r[0] for r in store.query_rows(signal_scan._HOSTS_SQL, {"cluster": cluster},
-                                                     tag="export:hosts", timeout_s=timeout)]
+            hosts = signal_scan.hosts_of(cluster, timeout_s=timeout)
             windows = signal_test.matched_windows(cluster, chosen, host_t0s, W, span_lo, span_hi, hosts, allocations)
         else:
             windows = [signal_test.Window("before", i, it.hosts, it.t0 - W, it.t0) for i, it in enumerate(chosen)]

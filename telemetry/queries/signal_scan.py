@@ -41,7 +41,7 @@ MIN_WINDOWS = 3
 QUERY_TIMEOUT_S = 600
 HOUR = COVERAGE_S
 
-_ROLLUP = signal_test._ROLLUP
+_ROLLUP = signal_test.ROLLUP_SQL
 
 _GAUGE_HOURLY = (
     "SELECT host, intDiv(toUnixTimestamp(ts), 3600) AS hr, max(v) AS vmax, min(v) AS vmin "
@@ -123,6 +123,12 @@ def window_features(cluster: str, windows, metrics: list[str], *, lo_s: int, hi_
     return out
 
 
+def hosts_of(cluster: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[str]:
+    """The cluster's hosts: the inventory's and every host a job ran on."""
+    return [r[0] for r in store.query_rows(_HOSTS_SQL, {"cluster": cluster}, tag="signal_scan:hosts",
+                                           timeout_s=timeout_s)]
+
+
 def metrics_present(cluster: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[tuple[str, int, int]]:
     """Catalog metrics with rollup rows in ``cluster``: (name, first ts, last ts), by name."""
     rows = store.query_rows(_METRICS_SQL, {"cluster": cluster}, tag="signal_scan:metrics", timeout_s=timeout_s)
@@ -168,8 +174,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         if not chosen:
             done += len(present)
             continue
-        hosts = [r[0] for r in store.query_rows(_HOSTS_SQL, {"cluster": cluster}, tag="signal_scan:hosts",
-                                                 timeout_s=timeout_s)]
+        hosts = hosts_of(cluster, timeout_s=timeout_s)
         allocations = signal_test.Allocations.load(cluster, lo_s - 4 * 86400 - W, hi_s + W, timeout_s=timeout_s)
         matched = matched or bool(allocations)
         windows = signal_test.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations)

@@ -229,7 +229,9 @@ def _relative_risk(a: int, b: int, c: int, d: int):
 
 # --- the engine's part ---------------------------------------------------------------------------
 
-_ROLLUP = ("SELECT host, component, ts, min(min) AS lo, max(max) AS hi, sum(sum) AS s, sum(count) AS n, "
+# The one-minute rollup of one metric in one cluster, merged per (host, component, minute): the
+# AggregatingMergeTree may hold a minute in several unmerged parts.
+ROLLUP_SQL = ("SELECT host, component, ts, min(min) AS lo, max(max) AS hi, sum(sum) AS s, sum(count) AS n, "
            "max(max_ts) AS last_ts FROM samples_1m "
            "WHERE cluster = {cluster:String} AND metric = {metric:String} "
            "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) "
@@ -240,7 +242,7 @@ def _firing_sql(signal: Signal, counter: bool) -> str:
     op = signal.operator
     if signal.condition == "threshold":
         value = "hi" if op == ">" else "lo"
-        return (f"SELECT host, toUnixTimestamp(ts) AS t FROM ({_ROLLUP}) "
+        return (f"SELECT host, toUnixTimestamp(ts) AS t FROM ({ROLLUP_SQL}) "
                 f"WHERE {value} {op} {{thr:Float64}} GROUP BY host, t ORDER BY host, t")
     if signal.condition == "rate":
         value = "hi" if counter else "s / n"
@@ -250,7 +252,7 @@ def _firing_sql(signal: Signal, counter: bool) -> str:
             "SELECT host, t FROM ("
             f"  SELECT host, toUnixTimestamp(ts) AS t, {value} AS v, {clock} AS c, "
             "   lagInFrame(v) OVER w AS pv, lagInFrame(c) OVER w AS pc, row_number() OVER w AS rn "
-            f"  FROM ({_ROLLUP}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
+            f"  FROM ({ROLLUP_SQL}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
             "   ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
             f"WHERE rn > 1 AND c > pc {reset} AND (v - pv) / (c - pc) {op} {{thr:Float64}} "
             "GROUP BY host, t ORDER BY host, t")
@@ -259,7 +261,7 @@ def _firing_sql(signal: Signal, counter: bool) -> str:
         "SELECT host, t FROM ("
         "  SELECT host, h AS t, v, lagInFrame(v) OVER w AS pv, lagInFrame(h) OVER w AS ph, row_number() OVER w AS rn "
         "  FROM (SELECT host, component, intDiv(toUnixTimestamp(ts), 3600) * 3600 AS h, sum(s) / sum(n) AS v "
-        f"        FROM ({_ROLLUP}) GROUP BY host, component, h) "
+        f"        FROM ({ROLLUP_SQL}) GROUP BY host, component, h) "
         "  WINDOW w AS (PARTITION BY host, component ORDER BY h ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
         f"WHERE rn > 1 AND t > ph AND (v - pv) / ((t - ph) / 3600.0) {op} {{thr:Float64}} "
         "GROUP BY host, t ORDER BY host, t")
