@@ -124,10 +124,13 @@ def run_export(ctx: JobContext) -> dict:
         by_cluster.setdefault(case.cluster, []).append((case, v))
     rows: list[dict] = []
     features: dict[str, list[float]] = {}
+    without_telemetry = 0  # cases in clusters with no telemetry in the store: nothing to describe them
     for ci, (cluster, pairs) in enumerate(sorted(by_cluster.items())):
-        ctx.progress(ci, len(by_cluster), f"cluster {cluster} ({ci + 1}/{len(by_cluster)}): windows of {len(pairs)} cases")
+        ctx.progress(ci * 1000, len(by_cluster) * 1000,
+                     f"cluster {cluster} ({ci + 1}/{len(by_cluster)}): windows of {len(pairs)} cases")
         present = signal_scan.metrics_present(cluster, timeout_s=timeout)
         if not present:
+            without_telemetry += len(pairs)
             continue
         span_lo, span_hi = min(a for _, a, _ in present), max(b for _, _, b in present) + 60
         pairs.sort(key=lambda cv: (cv[0].t0, cv[0].job_id))
@@ -169,12 +172,13 @@ def run_export(ctx: JobContext) -> dict:
         for name in set(features) | set(names):
             col = features.setdefault(name, [float("nan")] * start_row)
             col.extend(values[name].tolist() if name in values else [float("nan")] * (len(rows) - start_row))
-    ctx.progress(1, 1, "writing the file")
+    ctx.progress(len(by_cluster) * 1000, len(by_cluster) * 1000, "writing the file")
     feature_names = sorted(features)
     manifest = {
         "format": FORMAT, "created": datetime.now(timezone.utc).isoformat(), "job_id": ctx.job.pk,
         "params": p, "rows": len(rows), "positives": sum(r["interrupted"] for r in rows),
-        "controls": sum(1 - r["interrupted"] for r in rows), "cases": len(labelled),
+        "controls": sum(1 - r["interrupted"] for r in rows), "cases": len(labelled) - without_telemetry,
+        "cases_without_telemetry": without_telemetry,
         "features": [f"f:{m}" for m in feature_names], "columns": COLUMNS,
         "labels": {k: sum(1 for r in rows if r["verdict"] == k) for k in VERDICT_KINDS},
     }

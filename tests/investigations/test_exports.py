@@ -17,7 +17,7 @@ from django.test import Client
 
 from investigations import tokens
 from investigations.models import BackgroundJob
-from investigations.services import exports, hypotheses, verdicts
+from investigations.services import exports, hypotheses, jobs, verdicts
 from tests.telemetry.queries import BASE
 from tests.telemetry.queries.test_signal_test import FAILURES
 
@@ -125,3 +125,14 @@ def test_what_an_export_refuses(known_fleet, investigator, viewer):
     assert c.get(f"/api/exports/{other.pk}/file").status_code == 404
     sneaky = BackgroundJob.objects.create(kind="dataset_export", state="succeeded", result={"file": "../secret_key"})
     assert c.get(f"/jobs/{sneaky.pk}/download").status_code == 404  # names outside exports/ never resolve
+
+
+def test_cases_of_a_cluster_without_telemetry_are_counted_not_hidden(labelled, investigator):
+    ghost = make_case(cluster="no-such-telemetry", job_id="1", state="FAILED", hosts=["g1"], n_hosts=1)
+    verdicts.record_verdict(investigator, ghost, kind="inconclusive", rationale="nothing recorded")
+    job = exports.start_export(investigator, controls=False)
+    assert jobs.run(job.pk) == "succeeded"
+    job.refresh_from_db()
+    assert job.result["cases"] == 4 and job.result["cases_without_telemetry"] == 1 and job.result["rows"] == 4
+    assert "1 case left out: no telemetry of its cluster" in client_for(investigator).get(
+        f"/jobs/{job.pk}/progress").content.decode()
