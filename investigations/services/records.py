@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db.models import Q
-from scipy.stats import beta
 
 from investigations.models import BackgroundJob, CaseHypothesis, Hypothesis, Verdict
+from telemetry.stats import jeffreys_interval
 
 CONFIDENCE = 0.95
 TEST_KIND = "hypothesis_test"
@@ -64,16 +64,7 @@ class TrackRecord:
 
 def precision_interval(confirmed: int, false_positive: int, confidence: float = CONFIDENCE):
     """(estimate, low, high) — Jeffreys interval; (None, None, None) without evidence."""
-    if confirmed < 0 or false_positive < 0:
-        raise ValueError("counts must not be negative")
-    n = confirmed + false_positive
-    if n == 0:
-        return None, None, None
-    tail = (1 - confidence) / 2
-    a, b = confirmed + 0.5, false_positive + 0.5
-    low = 0.0 if confirmed == 0 else float(beta.ppf(tail, a, b))
-    high = 1.0 if false_positive == 0 else float(beta.ppf(1 - tail, a, b))
-    return confirmed / n, low, high
+    return jeffreys_interval(confirmed, false_positive, confidence)
 
 
 def _test_summary(job: BackgroundJob) -> dict:

@@ -76,13 +76,10 @@ def _hourly(sql: str, params: dict, timeout_s: int) -> dict[str, _Hourly]:
     table = store.query_arrow(sql, params, tag="signal_scan:hourly", timeout_s=timeout_s)
     if table.num_rows == 0:
         return {}
-    hosts = table.column(0).to_pandas().astype(str).to_numpy()
     hours = table.column(1).to_numpy().astype(np.int64)
     vmax = table.column(2).to_numpy().astype(float)
     vmin = table.column(3).to_numpy().astype(float)
-    cuts = np.flatnonzero(hosts[1:] != hosts[:-1]) + 1
-    starts, ends = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(hosts)]))
-    return {str(hosts[a]): _Hourly(hours[a:b], vmax[a:b], vmin[a:b]) for a, b in zip(starts, ends)}
+    return {host: _Hourly(hours[a:b], vmax[a:b], vmin[a:b]) for host, a, b in signal_test.host_runs(table)}
 
 
 def _window_value(hourly: dict[str, _Hourly], hosts, start: int, end: int, highest: bool) -> float:

@@ -66,16 +66,16 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-from scipy.stats import beta, fisher_exact
+from scipy.stats import fisher_exact
 
 from telemetry import catalog, store
+from telemetry.stats import jeffreys_interval
 from telemetry.queries.interruptions import EVENT_WINDOW_S, INTERRUPTION_STATES
 
 CONDITIONS = ("threshold", "rate", "trend")
 OPERATORS = (">", "<")
 CONTROL_DAYS = (-3, -2, -1, 1, 2, 3)  # days from t0; the windows keep the time of day
 COVERAGE_S = 3600
-CONFIDENCE = 0.95
 MAX_EXAMPLES = 60
 QUERY_TIMEOUT_S = 600
 
@@ -178,13 +178,13 @@ class TestResult:
     matched_on_activity: bool = False
 
     def as_dict(self) -> dict:
-        recall, rlo, rhi = _jeffreys(self.a, self.c)
-        control_rate, clo, chi = _jeffreys(self.b, self.d)
+        recall, rlo, rhi = jeffreys_interval(self.a, self.c)
+        control_rate, clo, chi = jeffreys_interval(self.b, self.d)
         lift, llo, lhi = _relative_risk(self.a, self.b, self.c, self.d)
         p = None
         if (self.a + self.c) and (self.b + self.d):
             p = float(fisher_exact([[self.a, self.b], [self.c, self.d]], alternative="greater").pvalue)
-        precision, plo, phi = _jeffreys(self.true_alarms, self.alarms - self.true_alarms)
+        precision, plo, phi = jeffreys_interval(self.true_alarms, self.alarms - self.true_alarms)
         false_alarms = self.alarms - self.true_alarms
         leads = sorted(self.lead_times_s)
         return {
@@ -204,16 +204,6 @@ class TestResult:
             "lead_times_s": leads, "lead_median_s": float(np.median(leads)) if leads else None,
             "examples": self.examples,
         }
-
-
-def _jeffreys(hits: int, misses: int):
-    n = hits + misses
-    if n == 0:
-        return None, None, None
-    tail = (1 - CONFIDENCE) / 2
-    lo = 0.0 if hits == 0 else float(beta.ppf(tail, hits + 0.5, misses + 0.5))
-    hi = 1.0 if misses == 0 else float(beta.ppf(1 - tail, hits + 0.5, misses + 0.5))
-    return hits / n, lo, hi
 
 
 def _relative_risk(a: int, b: int, c: int, d: int):
@@ -309,12 +299,10 @@ class Allocations:
                                   tag="signal_test:allocations", timeout_s=timeout_s)
         by_host = {}
         if table.num_rows:
-            hosts = table.column(0).to_pandas().astype(str).to_numpy()
             starts = table.column(1).to_numpy().astype(np.int64)
             ends = table.column(2).to_numpy().astype(np.int64)
-            cuts = np.flatnonzero(hosts[1:] != hosts[:-1]) + 1
-            for a, b in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [len(hosts)]))):
-                by_host[str(hosts[a])] = (starts[a:b], np.maximum.accumulate(ends[a:b]))
+            for host, a, b in host_runs(table):
+                by_host[host] = (starts[a:b], np.maximum.accumulate(ends[a:b]))
         return cls(by_host)
 
     def __bool__(self) -> bool:
@@ -335,6 +323,16 @@ def clusters_with(metric: str, *, timeout_s: int = 60) -> list[str]:
     return [r[0] for r in rows]
 
 
+def host_runs(table) -> list[tuple[str, int, int]]:
+    """(host, first row, end row) of each host's run in an Arrow result ordered by host first."""
+    if table.num_rows == 0:
+        return []
+    hosts = table.column(0).to_pandas().astype(str).to_numpy()
+    cuts = np.flatnonzero(hosts[1:] != hosts[:-1]) + 1
+    starts, ends = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(hosts)]))
+    return [(str(hosts[a]), int(a), int(b)) for a, b in zip(starts, ends)]
+
+
 def _by_host(rows) -> dict[str, np.ndarray]:
     out: dict[str, list[int]] = {}
     for host, t in rows:
@@ -346,14 +344,8 @@ def _columns_by_host(sql: str, params: dict, *, tag: str, timeout_s: int) -> dic
     """(host, t) rows ordered by host, t — read as Arrow columns, not Python tuples: a noisy
     signal on a big fleet returns millions of firing minutes."""
     table = store.query_arrow(sql, params, tag=tag, timeout_s=timeout_s)
-    if table.num_rows == 0:
-        return {}
-    hosts = table.column(0).to_pandas().astype(str).to_numpy()
-    times = table.column(1).to_numpy().astype(np.int64)
-    cuts = np.flatnonzero(hosts[1:] != hosts[:-1]) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [len(hosts)]))
-    return {str(hosts[a]): times[a:b] for a, b in zip(starts, ends)}
+    times = table.column(1).to_numpy().astype(np.int64) if table.num_rows else None
+    return {host: times[a:b] for host, a, b in host_runs(table)}
 
 
 def _pick_peers(job_key: str, candidates: list[str], k: int) -> tuple[str, ...]:
