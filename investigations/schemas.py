@@ -217,3 +217,20 @@ class FleetTestIn(Schema):
     """Start a fleet test: optionally one cluster, optionally only the last ``days`` of history."""
     cluster: str | None = None
     days: int | None = None
+
+
+class ScanIn(Schema):
+    """Start a signal scan: which outcome, how long a lead window, how much history, which cluster."""
+    outcome: str
+    lead_window_s: int
+    days: int | None = None
+    cluster: str | None = None
+
+
+class ExportIn(Schema):
+    """Export the verdicts as a labelled dataset (see investigations/services/exports.py)."""
+    lead_window_s: int = 6 * 3600
+    kinds: list[str] | None = None
+    controls: bool = True
+    format: str = "parquet"
+    cluster: str | None = None

@@ -917,10 +917,7 @@ def export_download(request, job_id: int):
     path = exports.export_file(job)
     if path is None:
         raise Http404("no finished export file for this job (not an export, not finished, or deleted)")
-    from django.http import FileResponse
-
-    ctype = "application/vnd.apache.parquet" if path.suffix == ".parquet" else "text/csv"
-    return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type=ctype)
+    return exports.file_response(path)
 
 
 @require_POST

@@ -16,7 +16,8 @@ from django.shortcuts import get_object_or_404
 from ninja import Router, Status
 from ninja.errors import HttpError
 
-from investigations.models import Case, Hypothesis
+from investigations.api import JobOut
+from investigations.models import BackgroundJob, Case, Hypothesis
 from investigations.schemas import (
     AuditEventOut,
     CaseIn,
@@ -24,17 +25,19 @@ from investigations.schemas import (
     CaseUpdate,
     CommentIn,
     CommentOut,
+    ExportIn,
     FleetTestIn,
     HypothesisIn,
     HypothesisOut,
     HypothesisStatusIn,
     LinkIn,
     PinOut,
+    ScanIn,
     VerdictIn,
     VerdictOut,
 )
-from investigations.api import JobOut
-from investigations.services import activity, board, cases, comments, fleet_tests, hypotheses, verdicts
+from investigations.services import (activity, board, cases, comments, exports, fleet_tests, hypotheses, scans,
+                                     verdicts)
 
 router = Router(tags=["workspace"])
 
@@ -202,6 +205,33 @@ def start_fleet_test(request, hypothesis_id: int, payload: FleetTestIn):
     hypothesis = _hypothesis(hypothesis_id)
     with service_errors():
         return Status(201, fleet_tests.start_test(request.user, hypothesis, cluster=payload.cluster, days=payload.days))
+
+
+@router.post("/scans", response={201: JobOut})
+def start_scan(request, payload: ScanIn):
+    """Rank every catalog metric by how it differs before the outcome (a background job; poll
+    GET /api/jobs/{id}, the ranking is in its result's ``rows``)."""
+    with service_errors():
+        return Status(201, scans.start_scan(request.user, outcome=payload.outcome, lead_window_s=payload.lead_window_s,
+                                            days=payload.days, cluster=payload.cluster))
+
+
+@router.post("/exports", response={201: JobOut})
+def start_export(request, payload: ExportIn):
+    """Start a dataset export (a background job); download it from GET /api/exports/{job id}/file."""
+    with service_errors():
+        return Status(201, exports.start_export(request.user, lead_window_s=payload.lead_window_s,
+                                                kinds=payload.kinds, controls=payload.controls, fmt=payload.format,
+                                                cluster=payload.cluster))
+
+
+@router.get("/exports/{job_id}/file")
+def export_file(request, job_id: int):
+    """The export's Parquet or CSV file (404 until the job has succeeded)."""
+    path = exports.export_file(get_object_or_404(BackgroundJob, pk=job_id))
+    if path is None:
+        raise HttpError(404, f"job {job_id} has no finished export file")
+    return exports.file_response(path)
 
 
 @router.get("/hypotheses/{hypothesis_id}/cases", response=list[CaseOut])

@@ -217,3 +217,11 @@ def export_file(job: BackgroundJob) -> Path | None:
     name = Path(str(job.result.get("file", ""))).name  # never a path from the result
     path = exports_dir() / name
     return path if name and path.is_file() else None
+
+
+def file_response(path: Path):
+    """The export file as a download (the page and the API serve it alike)."""
+    from django.http import FileResponse
+
+    ctype = "application/vnd.apache.parquet" if path.suffix == ".parquet" else "text/csv"
+    return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type=ctype)
