@@ -797,8 +797,21 @@ def hypothesis_page(request, pk: int):
         "comments": comments.comments_on(hypothesis=h), "history": _described(activity.hypothesis_activity(h)),
         "can_edit": can_investigate(request.user), "transitions": hypotheses.TRANSITIONS.get(h.status, ()),
         "comment_form": forms.CommentForm(), "untestable": _untestable(h),
-        "test_clusters": sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
+        "test_clusters": _case_clusters(),
     })
+
+
+def _case_clusters() -> list[str]:
+    """Cluster names to suggest in the analysis forms: those cases were opened on."""
+    return sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50]))
+
+
+def _history_days(request) -> int | None:
+    """The forms' history choice: 7, 30, 90 days, or None for all; ValueError otherwise."""
+    choice = request.POST.get("days", "")
+    if choice not in fleet_tests.RANGES:
+        raise ValueError(f"days: {choice!r} is not one of 7, 30, 90 or all")
+    return fleet_tests.RANGES[choice]
 
 
 def _untestable(h: Hypothesis) -> str:
@@ -835,11 +848,9 @@ def hypothesis_status(request, pk: int):
 def hypothesis_test(request, pk: int):
     h = get_object_or_404(Hypothesis, pk=pk)
     require_investigator(request, "starting a fleet test")
-    days = fleet_tests.RANGES.get(request.POST.get("days", ""), "bad")
     try:
-        if days == "bad":
-            raise ValueError(f"days: {request.POST.get('days')!r} is not one of 7, 30, 90 or all")
-        job = fleet_tests.start_test(request.user, h, cluster=request.POST.get("cluster") or None, days=days)
+        job = fleet_tests.start_test(request.user, h, cluster=request.POST.get("cluster") or None,
+                                     days=_history_days(request))
     except ValueError as exc:
         messages.error(request, _first_line(exc))
         return redirect(h.get_absolute_url())
@@ -882,7 +893,7 @@ def jobs_page(request):
     rows = list(BackgroundJob.objects.select_related("created_by").order_by("-created_at")[:200])
     return render(request, "investigations/jobs.html", {
         "jobs": rows, "nav": "jobs", "can_edit": can_investigate(request.user), "outcomes": SCAN_OUTCOMES,
-        "clusters": sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
+        "clusters": _case_clusters(),
     })
 
 
@@ -893,7 +904,7 @@ def exports_page(request):
     return render(request, "investigations/exports.html", {
         "exports": done, "nav": "exports", "can_edit": can_investigate(request.user), "labelled": labelled,
         "kinds": exports.VERDICT_KINDS, "formats": exports.FORMATS, "format_name": exports.FORMAT,
-        "clusters": sorted(set(Case.objects.values_list("cluster", flat=True).distinct()[:50])),
+        "clusters": _case_clusters(),
     })
 
 
@@ -925,11 +936,8 @@ def scan_start(request):
     require_investigator(request, "starting a signal scan")
     try:
         hours = float(request.POST.get("lead_h", ""))
-        days = fleet_tests.RANGES.get(request.POST.get("days", ""), "bad")
-        if days == "bad":
-            raise ValueError(f"days: {request.POST.get('days')!r} is not one of 7, 30, 90 or all")
         job = scans.start_scan(request.user, outcome=request.POST.get("outcome", ""),
-                               lead_window_s=int(round(hours * 3600)), days=days,
+                               lead_window_s=int(round(hours * 3600)), days=_history_days(request),
                                cluster=request.POST.get("cluster") or None)
     except ValueError as exc:
         messages.error(request, "Signal scan not started: " + _first_line(exc))
