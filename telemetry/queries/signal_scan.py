@@ -144,7 +144,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             raise signal_test.NotTestable(f"not in the catalog: {', '.join(unknown)}")
     say = progress or (lambda done, total, stage: None)
     W = int(lead_s)
-    clusters = clusters or signal_test.clusters_with("", timeout_s=timeout_s)
+    clusters = clusters or signal_test.clusters_with_jobs(timeout_s=timeout_s)
     # values[metric] = (before values, control values)
     values: dict[str, tuple[list[float], list[float]]] = {}
     n_outcome = 0

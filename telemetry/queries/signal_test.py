@@ -317,7 +317,8 @@ class Allocations:
         return i >= 0 and ends[i] > t
 
 
-def clusters_with(metric: str, *, timeout_s: int = 60) -> list[str]:
+def clusters_with_jobs(*, timeout_s: int = 60) -> list[str]:
+    """Every cluster the scheduler reported jobs for (where interruptions can be found)."""
     rows = store.query_rows("SELECT DISTINCT cluster FROM jobs ORDER BY cluster", tag="signal_test:clusters",
                             timeout_s=timeout_s)
     return [r[0] for r in rows]
@@ -459,7 +460,7 @@ def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
     metric = catalog.get(signal.metric)
     counter = metric.is_counter
     W = int(signal.lead_s)
-    clusters = clusters or clusters_with(signal.metric, timeout_s=timeout_s)
+    clusters = clusters or clusters_with_jobs(timeout_s=timeout_s)
     result = TestResult(signal=signal.text, outcome=outcome.label, clusters=list(clusters), range=None, n_outcome=0,
                         controls={"same_hosts": 0, "peers": 0})
     steps = 4 * max(1, len(clusters))
