@@ -59,7 +59,12 @@ def run_signal_scan(ctx: JobContext) -> dict:
 
 def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
     """A hypothesis from one row of a finished scan: the metric passing the midpoint between its
-    median before the outcome and its median in the controls, over the scan's lead window."""
+    median before the outcome and its median in the controls, over the scan's lead window.
+
+    The operator is the metric's bad direction in the catalog (``up``: ``>``, ``down``: ``<``),
+    not the side the medians happen to fall on: a finding that went the good way ("SBE rate lower
+    before failures") would give a rule that fires almost everywhere, so it is refused. Only a
+    metric with no bad direction takes its side from the medians."""
     require_investigator(user, "pinning a hypothesis")
     if job.kind != SCAN_KIND or job.state != BackgroundJob.State.SUCCEEDED or not isinstance(job.result, dict):
         raise ValueError(f"job {job.pk} is not a finished signal scan")
@@ -70,7 +75,12 @@ def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
         raise ValueError(f"{metric}: the scan has no values on both sides to set a threshold from")
     m = catalog.get(metric)
     before, control = float(row["median_before"]), float(row["median_control"])
-    higher = before >= control
+    higher = {"up": True, "down": False}.get(m.bad, before >= control)
+    if m.bad in ("up", "down") and (before < control if higher else before > control):
+        raise ValueError(
+            f"{metric}: the scan shows it {'lower' if higher else 'higher'} before the outcome (median "
+            f"{before:.4g} against {control:.4g}), its good direction; a rule '{metric} "
+            f"{'>' if higher else '<'} threshold' would fire in the controls more than before failures")
     threshold = float(f"{(before + control) / 2:.4g}")
     outcome = job.result.get("outcome") or job.params.get("outcome")
     lead_h = int(job.params["lead_window_s"]) / 3600

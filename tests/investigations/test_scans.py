@@ -91,3 +91,32 @@ def test_pinning_needs_a_finished_scan_and_a_listed_metric(investigator, viewer)
         scans.pin_finding(investigator, job, "gpu.temp")
     assert client_for(viewer).post(f"/jobs/{job.pk}/pin", {"metric": "gpu.temp"}).status_code == 403
     assert not Hypothesis.objects.exists()
+
+
+def _finished_scan(rows):
+    return BackgroundJob.objects.create(kind="signal_scan", state="succeeded", params={"lead_window_s": 3600},
+                                        result={"outcome": "XID 94", "rows": rows})
+
+
+def test_a_pinned_rule_takes_its_operator_from_the_metrics_bad_direction(investigator):
+    # SBE rate is bad when it rises: the rule is "> threshold" whatever the medians say.
+    row = {"metric": "gpu.ecc.sbe_volatile", "median_before": 3.0, "median_control": 0.0, "auc": 0.9, "q": 0.01}
+    h = scans.pin_finding(investigator, _finished_scan([row]), "gpu.ecc.sbe_volatile")
+    assert (h.operator, h.threshold, h.condition) == (">", 1.5, "rate")
+
+
+def test_a_finding_in_the_good_direction_is_not_pinned_as_a_rule_that_fires_everywhere(investigator):
+    # Lower SBE rate before failures than in the controls: "SBE rate < 1.5" would fire almost
+    # everywhere (recall 1, lift 1); the medians' side is not the metric's bad side, so refuse.
+    row = {"metric": "gpu.ecc.sbe_volatile", "median_before": 1.0, "median_control": 2.0, "auc": 0.3, "q": 0.04}
+    with pytest.raises(ValueError, match="good direction"):
+        scans.pin_finding(investigator, _finished_scan([row]), "gpu.ecc.sbe_volatile")
+    assert not Hypothesis.objects.exists()
+
+
+def test_a_metric_without_a_bad_direction_takes_the_side_the_medians_show(investigator):
+    from telemetry import catalog
+    name = next(m.name for m in catalog.CATALOG.values() if m.bad == "none" and not m.is_counter)
+    row = {"metric": name, "median_before": 1.0, "median_control": 5.0, "auc": 0.1, "q": 0.01}
+    h = scans.pin_finding(investigator, _finished_scan([row]), name)
+    assert (h.operator, h.threshold) == ("<", 3.0)
