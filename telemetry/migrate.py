@@ -9,6 +9,8 @@ few markers, so the same file serves a single node and a cluster:
     $TTL(expr)        'TTL expr + INTERVAL n DAY', or nothing when TELEMETRY_TTL_DAYS=0
     $SETTINGS         the table SETTINGS (insert de-duplication window on a single node)
     $DISTRIBUTED(t, key)  on a cluster, the Distributed table t over t_local; else nothing
+    $ALTER_DISTRIBUTED(t, clause)  on a cluster, ALTER TABLE t ON CLUSTER ... clause (the
+                      Distributed table follows a column added to t_local); else nothing
 
 Applied migrations are recorded in ``precursor_migrations`` with a checksum;
 running again applies only what is new. An applied file whose text changed is
@@ -33,6 +35,7 @@ _CREATE_RE = re.compile(r"CREATE\s+TABLE\s+IF\s+NOT\s+EXISTS\s+(\w+)\$LOCAL", re
 _ENGINE_RE = re.compile(r"\$ENGINE\((\w+)(?:\(([^()]*)\))?\)")
 _TTL_RE = re.compile(r"\$TTL\(([^;\n]*)\)\s*$", re.M)
 _DIST_RE = re.compile(r"^\$DISTRIBUTED\((\w+),\s*(.+)\)\s*$")
+_ALTER_DIST_RE = re.compile(r"^\$ALTER_DISTRIBUTED\((\w+),\s*(.+)\)\s*$", re.S)
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -88,6 +91,11 @@ def _engine(table: str, name: str, args: str | None, target: Target) -> str:
 
 def render(statement: str, target: Target) -> str | None:
     """One statement with markers -> SQL for the target, or None to skip it."""
+    altered = _ALTER_DIST_RE.match(statement)
+    if altered:
+        if not target.cluster:
+            return None
+        return f"ALTER TABLE {altered.group(1)} ON CLUSTER {target.cluster} {altered.group(2)}"
     dist = _DIST_RE.match(statement)
     if dist:
         if not target.cluster:

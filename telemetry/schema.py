@@ -98,6 +98,13 @@ COMPONENTS = pa.schema(
     ]
 )
 
+# Columns the store computes on insert from the others (a DEFAULT expression; writers never send
+# them): the run of a job, so every run of a requeued job is its own record (migration 0007).
+COMPUTED: dict[str, tuple[str, ...]] = {
+    "jobs": ("run_ts",),  # submit_ts, else start_ts, else 1970
+    "job_hosts": ("run_ts",),  # start_ts, else 1970
+}
+
 TABLES: dict[str, pa.Schema] = {
     "samples": SAMPLES,
     "events": EVENTS,

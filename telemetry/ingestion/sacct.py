@@ -2,12 +2,16 @@
 
 ``parse_sacct(text)`` reads the pipe-delimited table (header line first,
 columns in any order; ``-p`` output with its trailing ``|`` is accepted too)
-and returns one ``SacctRow`` per job: step rows (``123.batch``, ``123.extern``,
+and returns one ``SacctRow`` per job run: step rows (``123.batch``, ``123.extern``,
 ``123.0``) are folded into their job's ``steps``, not returned as jobs. Only
 ``JobID`` is required; any of JobName, User, Partition, State, ExitCode,
 Reason, Submit, Start, End, NodeList, NNodes, AllocTRES, AllocGRES/ReqGRES is
-used when present. ``State`` is split into the base state and its detail
-(``CANCELLED by 1234`` -> ``CANCELLED`` + ``by 1234``); one/two-letter state
+used when present. A requeued job listed by ``sacct -D`` once per run under
+the same JobID gives one row per run (told apart by their Submit time, which
+Slurm resets on requeue; by Start when the capture has no Submit), each with
+its own state, so the NODE_FAIL of the first run is kept. ``State`` is split
+into the base state and its detail (``CANCELLED by 1234`` -> ``CANCELLED`` +
+``by 1234``); one/two-letter state
 codes are expanded. ``Unknown``/``None``/empty times become None; times carry
 no zone in sacct output and are taken as UTC (set the cluster's Slurm to UTC,
 or convert before ingesting).
@@ -111,7 +115,7 @@ def parse_sacct(text: str) -> list[SacctRow]:
         _add_record(jobs, rec, lineno)
     if header is None:
         return []
-    return [_finish(j) for j in jobs.values()]
+    return [row for j in jobs.values() for row in _finish_job(j)]
 
 
 def _add_record(jobs: dict[str, dict], rec: dict[str, str], lineno: int) -> None:
@@ -123,25 +127,44 @@ def _add_record(jobs: dict[str, dict], rec: dict[str, str], lineno: int) -> None
     nodes = _nodes(rec, lineno)
     job = jobs.get(parent)
     if job is None:
-        job = jobs[parent] = {"job_id": parent, "rec": None, "steps": [], "line": lineno, "step_nodes": []}
+        job = jobs[parent] = {"job_id": parent, "runs": {}, "current": None, "steps": [], "step_nodes": [],
+                              "line": lineno}
     if step:
-        job["steps"].append(SacctStep(step, state, detail, rec.get("ExitCode", ""), tuple(nodes)))
-        job["step_nodes"].extend(nodes)
+        # A step belongs to the run listed last before it (sacct -D lists each run with its steps).
+        run = job["current"] or job
+        run["steps"].append(SacctStep(step, state, detail, rec.get("ExitCode", ""), tuple(nodes)))
+        run["step_nodes"].extend(nodes)
         return
-    if job["rec"] is not None:
-        # sacct -D (duplicates) lists earlier incarnations of a requeued job first; the last one wins.
-        pass
-    job["rec"] = rec
-    job["state"] = (state, detail)
-    job["nodes"] = nodes
-    job["line"] = lineno
-    job["times"] = {k: _time(rec.get(k), lineno, k) for k in ("Submit", "Start", "End")}
-    job["n_nodes"] = _int(rec.get("NNodes"), lineno, "NNodes")
-    job["n_gpus"] = _gpus(rec, lineno)
+    times = {k: _time(rec.get(k), lineno, k) for k in ("Submit", "Start", "End")}
+    # sacct -D (duplicates) lists every run of a requeued job under its JobID, each with its own
+    # Submit time: each run is its own record. The same run listed twice (concatenated polls)
+    # is one record, the later listing winning.
+    key = times["Submit"] if times["Submit"] is not None else times["Start"]
+    run = job["runs"].get(key)
+    if run is None:
+        run = job["runs"][key] = {"job_id": parent, "steps": [], "step_nodes": []}
+    run["rec"] = rec
+    run["state"] = (state, detail)
+    run["nodes"] = nodes
+    run["line"] = lineno
+    run["times"] = times
+    run["n_nodes"] = _int(rec.get("NNodes"), lineno, "NNodes")
+    run["n_gpus"] = _gpus(rec, lineno)
+    job["current"] = run
+
+
+def _finish_job(job: dict) -> list[SacctRow]:
+    """One row per run of the job (runs in the order listed); steps alone make one row."""
+    runs = list(job["runs"].values())
+    if not runs:
+        return [_finish({**job, "rec": None})]
+    if job["steps"]:  # steps listed before any allocation row: the first run's
+        runs[0]["steps"][:0] = job["steps"]
+    return [_finish(run) for run in runs]
 
 
 def _finish(job: dict) -> SacctRow:
-    rec = job["rec"]
+    rec = job.get("rec")
     steps = tuple(job["steps"])
     if rec is None:
         # Only step rows were given: derive what we can from them.

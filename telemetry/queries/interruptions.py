@@ -17,6 +17,10 @@ jobs (with their hosts and the total count), then the events within ±10 min of
 each job's t0 on that job's hosts, aggregated in the engine per job and
 (kind, code). ``jobs`` and ``job_hosts`` are ReplacingMergeTree tables: read
 with FINAL so a re-reported job counts once, in its newest state.
+
+A requeued job is one record per run under the same JobID (migration 0007):
+each run that ended abnormally is an interruption of its own, with the hosts of
+that run. ``get_interruption`` (the case of a JobID) gives the latest.
 """
 from __future__ import annotations
 
@@ -131,6 +135,12 @@ _JOBS_WHERE = (
     "AND ({search:String} = '' OR positionCaseInsensitiveUTF8(name, {search:String}) > 0 OR job_id = {search:String})"
 )
 
+# The hosts of each run of a job: a requeued job has one allocation per run (run_ts = the run's
+# start, migration 0007). An interruption takes the run that started last before its t0 (ASOF):
+# its own run for sacct data, the only one for allocations loaded whole.
+_RUN_HOSTS = ("SELECT cluster, job_id, run_ts, arraySort(groupArray(host)) AS hosts, count() AS n "
+              "FROM job_hosts FINAL WHERE (cluster, job_id) IN ({keys}) GROUP BY cluster, job_id, run_ts")
+
 _PAGE_SQL = (
     "SELECT j.cluster, j.job_id, j.name, j.user, j.partition, j.state, j.exit_code, j.reason, j.start_ts, j.end_ts, "
     "j.n_hosts, j.n_gpus, j.total, h.hosts, h.n "
@@ -138,22 +148,22 @@ _PAGE_SQL = (
     "      assumeNotNull(end_ts) AS end_ts, n_hosts, n_gpus, count() OVER () AS total "
     f"     FROM jobs FINAL WHERE {_JOBS_WHERE} "
     "      ORDER BY end_ts DESC, cluster, job_id LIMIT {limit:UInt32} OFFSET {offset:UInt32}) AS j "
-    "LEFT JOIN (SELECT cluster, job_id, arraySort(groupArray(host)) AS hosts, count() AS n FROM job_hosts FINAL "
-    f"     WHERE (cluster, job_id) IN (SELECT cluster, job_id FROM jobs FINAL WHERE {_JOBS_WHERE}) "
-    "      GROUP BY cluster, job_id) AS h ON h.cluster = j.cluster AND h.job_id = j.job_id "
+    "ASOF LEFT JOIN ("
+    + _RUN_HOSTS.format(keys=f"SELECT cluster, job_id FROM jobs FINAL WHERE {_JOBS_WHERE}")
+    + ") AS h ON h.cluster = j.cluster AND h.job_id = j.job_id AND h.run_ts <= j.end_ts "
     "ORDER BY j.end_ts DESC, j.cluster, j.job_id"
 )
 
 _EVENTS_SQL = (
-    "SELECT jh.cluster, jh.job_id, e.kind, e.code, count() AS n, uniqExact(e.host) AS hosts, "
+    "SELECT jh.cluster, jh.job_id, jh.t0_ms, e.kind, e.code, count() AS n, uniqExact(e.host) AS hosts, "
     "argMin(e.host, e.ts) AS first_host, argMin(e.component, e.ts) AS first_component, "
     "min(dateDiff('millisecond', jh.t0, e.ts)) / 1000.0 AS first_offset "
-    "FROM (SELECT a.cluster AS cluster, a.job_id AS job_id, a.host AS host, p.t0 AS t0 "
-    "      FROM (SELECT cluster, job_id, host FROM job_hosts FINAL "
-    "            WHERE (cluster, job_id) IN {keys:Array(Tuple(String, String))}) AS a "
-    "      INNER JOIN (SELECT t.1 AS cluster, t.2 AS job_id, fromUnixTimestamp64Milli(t.3, 'UTC') AS t0 "
+    "FROM (SELECT p.cluster AS cluster, p.job_id AS job_id, p.t0 AS t0, p.t0_ms AS t0_ms, arrayJoin(r.hosts) AS host "
+    "      FROM (SELECT t.1 AS cluster, t.2 AS job_id, t.3 AS t0_ms, fromUnixTimestamp64Milli(t.3, 'UTC') AS t0 "
     "            FROM (SELECT arrayJoin({page:Array(Tuple(String, String, Int64))}) AS t)) AS p "
-    "      ON a.cluster = p.cluster AND a.job_id = p.job_id) AS jh "
+    "      ASOF INNER JOIN ("
+    + _RUN_HOSTS.format(keys="{keys:Array(Tuple(String, String))}")
+    + ") AS r ON r.cluster = p.cluster AND r.job_id = p.job_id AND r.run_ts <= p.t0) AS jh "
     "INNER JOIN (SELECT cluster, host, component, ts, kind, code FROM events "
     "      WHERE cluster IN {clusters:Array(String)} "
     "      AND host IN (SELECT host FROM job_hosts FINAL WHERE (cluster, job_id) IN {keys:Array(Tuple(String, String))}) "
@@ -161,7 +171,7 @@ _EVENTS_SQL = (
     "      AND kind != 'job_state') AS e "
     "ON e.cluster = jh.cluster AND e.host = jh.host "
     "WHERE e.ts >= jh.t0 - toIntervalSecond({w:UInt32}) AND e.ts <= jh.t0 + toIntervalSecond({w:UInt32}) "
-    "GROUP BY jh.cluster, jh.job_id, e.kind, e.code"
+    "GROUP BY jh.cluster, jh.job_id, jh.t0_ms, e.kind, e.code"
 )
 
 # Most telling first: hardware errors, then link trouble, then the rest.
@@ -185,7 +195,7 @@ def _attach_events(rows: list[Interruption], timeout_s: int) -> None:
     lo = min(r.t0 for r in rows)
     hi = max(r.t0 for r in rows)
     params = {
-        "page": [(r.cluster, r.job_id, int(r.t0.timestamp() * 1000)) for r in rows],
+        "page": [(r.cluster, r.job_id, round(r.t0.timestamp() * 1000)) for r in rows],
         "clusters": sorted({r.cluster for r in rows}),
         "keys": [(r.cluster, r.job_id) for r in rows],
         "lo": lo - timedelta(seconds=EVENT_WINDOW_S),
@@ -193,14 +203,14 @@ def _attach_events(rows: list[Interruption], timeout_s: int) -> None:
         "w": EVENT_WINDOW_S,
     }
     found = store.query_rows(_EVENTS_SQL, params, tag="interruptions.nearest_events", timeout_s=timeout_s)
-    by_job: dict[tuple[str, str], list[EventSummary]] = {}
-    for cluster, job_id, kind, code, n, hosts, first_host, first_comp, first_off in found:
+    by_job: dict[tuple[str, str, int], list[EventSummary]] = {}
+    for cluster, job_id, t0_ms, kind, code, n, hosts, first_host, first_comp, first_off in found:
         meaning = xid.describe(int(code)).meaning if kind == "xid" else ""
-        by_job.setdefault((cluster, job_id), []).append(
+        by_job.setdefault((cluster, job_id, int(t0_ms)), []).append(
             EventSummary(kind, int(code), int(n), int(hosts), first_host, first_comp, float(first_off), meaning)
         )
     for r in rows:
-        summaries = by_job.get((r.cluster, r.job_id), [])
+        summaries = by_job.get((r.cluster, r.job_id, round(r.t0.timestamp() * 1000)), [])
         summaries.sort(key=lambda e: (_KIND_RANK.get(e.kind, 3), -e.count, e.first_offset_s))
         r.events = summaries[:TOP_EVENTS]
         r.event_total = sum(e.count for e in summaries)

@@ -271,8 +271,11 @@ _INTERRUPTED = (
     "AND end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') AND end_ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
 _INTERRUPTIONS_SQL = (
     f"SELECT j.job_id, j.name, j.state, toUnixTimestamp(j.end_ts) AS t0, h.hosts FROM ({_INTERRUPTED}) AS j "
-    "INNER JOIN (SELECT job_id, groupArray(host) AS hosts FROM job_hosts FINAL WHERE cluster = {cluster:String} "
-    f" AND job_id IN (SELECT job_id FROM ({_INTERRUPTED})) GROUP BY job_id) AS h ON h.job_id = j.job_id "
+    # each run of a requeued job has its own hosts: the run that started last before t0
+    "ASOF INNER JOIN (SELECT job_id, run_ts, groupArray(host) AS hosts FROM job_hosts FINAL "
+    "WHERE cluster = {cluster:String} "
+    f" AND job_id IN (SELECT job_id FROM ({_INTERRUPTED})) GROUP BY job_id, run_ts) AS h "
+    "ON h.job_id = j.job_id AND h.run_ts <= j.end_ts "
     "ORDER BY t0, j.job_id")
 
 _XIDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} AND kind = 'xid' "

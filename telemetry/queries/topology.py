@@ -92,7 +92,9 @@ def _natural(name: str):
 
 def job_topology(cluster: str, job_id: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> JobTopology:
     jobs = store.query_rows(
-        "SELECT name, state, start_ts, end_ts FROM jobs FINAL WHERE cluster = {c:String} AND job_id = {j:String}",
+        # a requeued job has a record per run: the latest run
+        "SELECT name, state, start_ts, end_ts FROM jobs FINAL WHERE cluster = {c:String} AND job_id = {j:String} "
+        "ORDER BY run_ts DESC LIMIT 1",
         {"c": cluster, "j": job_id}, tag="topology.job", timeout_s=timeout_s,
     )
     if not jobs:
@@ -100,7 +102,9 @@ def job_topology(cluster: str, job_id: str, *, timeout_s: int = QUERY_TIMEOUT_S)
     name, state, start_ts, end_ts = jobs[0]
     host_rows = store.query_rows(
         "SELECT jh.host, h.rack, h.leaf, h.spine, h.gpu_model, h.driver_version, h.firmware_version, h.host != '' "
-        "FROM (SELECT host FROM job_hosts FINAL WHERE cluster = {c:String} AND job_id = {j:String}) AS jh "
+        "FROM (SELECT host FROM job_hosts FINAL WHERE cluster = {c:String} AND job_id = {j:String} "
+        "      AND run_ts = (SELECT max(run_ts) FROM job_hosts WHERE cluster = {c:String} AND job_id = {j:String})"
+        "     ) AS jh "
         "LEFT JOIN (SELECT host, rack, leaf, spine, gpu_model, driver_version, firmware_version "
         "           FROM hosts FINAL WHERE cluster = {c:String}) AS h ON h.host = jh.host "
         "ORDER BY jh.host",

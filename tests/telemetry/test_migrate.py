@@ -24,8 +24,13 @@ def test_running_migrations_again_applies_nothing(telemetry_store):
 
 def test_every_declared_table_exists_with_the_arrow_schema_columns(telemetry_store):
     for table, arrow_schema in schema.TABLES.items():
-        columns = [r[0] for r in store.query_rows(f"DESCRIBE TABLE {table}", tag="test")]
+        described = store.query_rows(f"DESCRIBE TABLE {table}", tag="test")
+        columns = [r[0] for r in described if r[0] not in schema.COMPUTED.get(table, ())]
         assert columns == arrow_schema.names, table
+        # what the store computes itself has a default expression, so writers need not send it
+        computed = {r[0]: (r[2], r[3]) for r in described if r[0] in schema.COMPUTED.get(table, ())}
+        assert set(computed) == set(schema.COMPUTED.get(table, ())), table
+        assert all(kind == "DEFAULT" and expr for kind, expr in computed.values()), computed
 
 
 def test_an_edited_applied_migration_is_reported_not_rerun(telemetry_store, tmp_path):
@@ -69,6 +74,9 @@ def test_cluster_ddl_is_replicated_distributed_and_on_cluster():
     view = next(s for s in statements if "MATERIALIZED VIEW" in s)
     assert "TO samples_1m_local" in view and "FROM samples_local" in view
     assert "ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/jobs_local', '{replica}', version)" in "\n".join(statements)
+    # a column added to a local table is added to its Distributed table too
+    assert any(s.startswith("ALTER TABLE jobs ON CLUSTER prod ADD COLUMN IF NOT EXISTS run_ts") for s in statements)
+    assert any(s.startswith("ALTER TABLE jobs_local ON CLUSTER prod") and "MODIFY ORDER BY" in s for s in statements)
 
 
 @pytest.mark.parametrize("target", [SINGLE, CLUSTER], ids=["single", "cluster"])

@@ -360,3 +360,38 @@ def test_arbitrary_bulk_input_is_stored_whole_or_rejected_with_ingest_error(clea
         assert count("samples") == before
     else:
         assert report.rows["samples"] >= 0
+
+
+# sacct -D: a job requeued after a node failure is listed once per run under the same JobID (each
+# run with its own Submit time: Slurm resets it on requeue), steps after their run's row.
+REQUEUED_SACCT = (
+    "JobID|JobName|State|ExitCode|Submit|Start|End|NodeList|NNodes\n"
+    "7001|llm|NODE_FAIL|0:0|2026-03-01T00:00:00|2026-03-01T00:00:10|2026-03-01T04:00:00|n[1-2]|2\n"
+    "7001.batch|batch|CANCELLED|0:15|2026-03-01T00:00:10|2026-03-01T00:00:10|2026-03-01T04:00:00|n1|1\n"
+    "7001|llm|FAILED|1:0|2026-03-01T04:00:01|2026-03-01T04:05:00|2026-03-01T09:00:00|n[2-3]|2\n"
+    "7001.batch|batch|FAILED|1:0|2026-03-01T04:05:00|2026-03-01T04:05:00|2026-03-01T09:00:00|n2|1\n"
+    "7002|eval|COMPLETED|0:0|2026-03-01T00:00:00|2026-03-01T00:00:10|2026-03-01T01:00:00|n4|1\n"
+)
+
+
+def test_every_run_of_a_requeued_job_is_its_own_record_and_its_first_node_fail_an_interruption(clean_store):
+    from telemetry.queries import interruptions
+
+    service.ingest_sacct(REQUEUED_SACCT, "c1", observed_ts_ms=TS)
+    # A later poll re-reports the second run only (no -D): it replaces that run, not the first.
+    service.ingest_sacct(REQUEUED_SACCT.split("\n")[0] + "\n" + REQUEUED_SACCT.split("\n")[3] + "\n", "c1",
+                         observed_ts_ms=TS + 60_000)
+    rows = store.query_rows("SELECT state, toString(start_ts) FROM jobs FINAL WHERE job_id = '7001' "
+                            "ORDER BY start_ts", tag="test")
+    assert rows == [("NODE_FAIL", "2026-03-01 00:00:10.000"), ("FAILED", "2026-03-01 04:05:00.000")]
+    page = interruptions.list_interruptions(interruptions.InterruptionQuery(cluster="c1"))
+    got = sorted((r.job_id, r.state, r.t0.isoformat(), tuple(r.hosts)) for r in page.rows)
+    assert got == [("7001", "FAILED", "2026-03-01T09:00:00+00:00", ("n2", "n3")),
+                   ("7001", "NODE_FAIL", "2026-03-01T04:00:00+00:00", ("n1", "n2"))]
+    assert page.total == 2
+    # ... and the analysis windows see it too, with the hosts of its own run.
+    from telemetry.queries import signal_test
+    lo, hi = ms(2026, 2, 28), ms(2026, 3, 2)
+    chosen, _ = signal_test.outcome_interruptions("c1", signal_test.parse_outcome("NODE_FAIL"), 3600,
+                                                  lo // 1000, hi // 1000, timeout_s=60)
+    assert [(i.job_id, i.state, i.hosts) for i in chosen] == [("7001", "NODE_FAIL", ("n1", "n2"))]
