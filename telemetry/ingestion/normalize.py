@@ -47,7 +47,7 @@ import pyarrow as pa
 from telemetry import catalog, schema
 from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.prometheus_text import PromSample
-from telemetry.ingestion import prometheus_text, remote_write
+from telemetry.ingestion import inventory, prometheus_text, remote_write
 from telemetry.ingestion.remote_write import RWSeries
 
 # go-dcgm dcgm_structs.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED = BLANK + 0..3;
@@ -64,6 +64,7 @@ class NormalizeResult(NamedTuple):
     table: pa.Table  # schema telemetry.schema.SAMPLES
     dropped_blank: int  # NaN, stale markers and DCGM blank sentinels
     unknown_metrics: set[str]
+    inventory: tuple = ()  # telemetry.ingestion.inventory entries of label sets first seen here
 
 
 class _Series(NamedTuple):
@@ -462,15 +463,27 @@ def _resolve(name: str, labels: Mapping[str, str], cluster: str, default_host: s
         scale_for = getattr(metric, "scale_for", None)
         canonical, unknown = metric.name, False
         scale = float(scale_for(name)) if scale_for is not None else float(metric.scale)
+    component = component_of(labels)
+    inventory.note(inventory.from_labels(name, labels, labels.get("cluster") or cluster, host, component))
     return _Series(
         cluster=labels.get("cluster") or cluster,
         host=host,
-        component=component_of(labels),
+        component=component,
         metric=canonical,
         scale=scale,
         dcgm=name.startswith("DCGM_"),
         unknown=unknown,
     )
+
+
+def forget_label_sets() -> None:
+    """Drop every resolved label set, so the next request resolves (and notes the inventory of)
+    each again: after its inventory could not be written."""
+    with _text_lock:
+        _text_contexts.clear()
+    with _templates_lock:
+        _templates.clear()
+    _rw_cache.clear()
 
 
 def _strip_port(instance: str | None) -> str | None:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry import schema, store, writer, xid
-from telemetry.ingestion import bulk, kernel_log, normalize, sacct
+from telemetry.ingestion import bulk, inventory, kernel_log, normalize, sacct
 from telemetry.ingestion.errors import IngestError
 
 
@@ -97,8 +97,16 @@ def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag
     """Write a parsed and normalised batch (the second half of ``ingest_prometheus_text``/``ingest_remote_write``)."""
     table = writer.conform("samples", result.table)  # validate before anything is sent
     written = writer.write("samples", table, tag=tag)
+    rows = {"samples": written.rows}
+    try:
+        # GPU/NIC identity, driver and firmware from the labels of series seen for the first time
+        rows.update(inventory.write(result.inventory))
+    except Exception:
+        # A retry must note them again: label sets already resolved would be skipped.
+        normalize.forget_label_sets()
+        raise
     return IngestReport(
-        format=fmt, cluster=cluster, rows={"samples": written.rows}, dropped_blank=result.dropped_blank,
+        format=fmt, cluster=cluster, rows=rows, dropped_blank=result.dropped_blank,
         unknown_metrics=sorted(result.unknown_metrics), expired=_expired(table),
     )
 
@@ -107,10 +115,12 @@ def parse_prometheus_text(
     text: str, cluster: str, default_host: str | None = None, default_ts_ms: int | None = None
 ) -> normalize.NormalizeResult:
     cluster = _check_cluster(cluster)
-    return normalize.prometheus_text_to_table(
-        text, cluster=cluster, default_host=default_host or None,
-        default_ts_ms=default_ts_ms if default_ts_ms is not None else _now_ms(),
-    )
+    with inventory.collecting() as found:
+        result = normalize.prometheus_text_to_table(
+            text, cluster=cluster, default_host=default_host or None,
+            default_ts_ms=default_ts_ms if default_ts_ms is not None else _now_ms(),
+        )
+    return result._replace(inventory=tuple(found))
 
 
 def ingest_prometheus_text(
@@ -123,7 +133,9 @@ def ingest_prometheus_text(
 
 def parse_remote_write(body: bytes, cluster: str) -> normalize.NormalizeResult:
     cluster = _check_cluster(cluster)
-    return normalize.decode_to_table(body, cluster=cluster)
+    with inventory.collecting() as found:
+        result = normalize.decode_to_table(body, cluster=cluster)
+    return result._replace(inventory=tuple(found))
 
 
 def ingest_remote_write(body: bytes, cluster: str) -> IngestReport:
