@@ -1,7 +1,10 @@
 """Parser for NVIDIA ``NVRM: Xid`` lines in kernel logs (dmesg, syslog, journal).
 
 ``parse_kernel_log(text, host=..., year=..., now_ts_ms=..., boot_ts_ms=...)``
-returns the Xid lines found (``XidLine``) and how many other lines were skipped.
+returns the Xid lines found (``XidLine``), the mlx5 link lines (``LinkLine``:
+``mlx5_core 0000:01:00.0 enp1s0f0: Link down|up`` and ``Port module event:
+module 0, Cable unplugged`` — a pulled cable is a link down) and how many other
+lines were skipped.
 
 The line prefix decides the timestamp and host:
 
@@ -44,9 +47,22 @@ class XidLine(NamedTuple):
     line: int  # 1-based line number in the input
 
 
+class LinkLine(NamedTuple):
+    """An mlx5 port going down or up: ``mlx5_core <pci> <netdev>: Link down`` (the carrier), or a
+    port module event (``Port module event: module 0, Cable unplugged``)."""
+    ts_ms: int | None
+    host: str | None
+    pci_bus_id: str  # normalised 0000:bb:dd.f, lowercase
+    device: str  # the netdev (enp1s0f0, ibp12s0) when the line names one, else ''
+    kind: str  # link_down | link_up | port_module
+    message: str  # the text after the device
+    line: int
+
+
 class KernelLogResult(NamedTuple):
     xids: list[XidLine]
     skipped: int
+    links: tuple[LinkLine, ...] = ()
 
 
 _MARK = "NVRM: Xid"
@@ -57,6 +73,11 @@ _BODY = re.compile(
     r"(?:,\s*name=(?P<name>[^,]*))?"
     r"(?:,\s*(?P<msg>.*?))?\s*$"
 )
+_LINK_MARK = "mlx5_core "
+_LINK_BODY = re.compile(
+    r"mlx5_core (?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)(?: (?P<dev>[^\s:]+))?: "
+    r"(?:Link (?P<state>up|down)|(?:\w+:\d+:\(pid \d+\): )?Port module event(?P<err>\[error\])?: "
+    r"module (?P<module>\d+), (?P<status>.+?))\s*$")
 _MONTHS = {m: i for i, m in enumerate(calendar.month_abbr) if m}
 _KMONO = r"(?:\[\s*(?P<mono>\d+\.\d+)\]\s*)?"
 _PREFIXES = [
@@ -83,15 +104,39 @@ def parse_kernel_log(
     boot_ts_ms: int | None = None,
 ) -> KernelLogResult:
     xids: list[XidLine] = []
+    links: list[LinkLine] = []
     skipped = 0
     for lineno, line in enumerate(text.split("\n"), 1):
         idx = line.find(_MARK)
         if idx < 0:
-            if line.strip():
+            link = _parse_link_line(line, lineno, host, year, now_ts_ms, boot_ts_ms)
+            if link is not None:
+                links.append(link)
+            elif line.strip():
                 skipped += 1
             continue
         xids.append(_parse_xid_line(line, idx, lineno, host, year, now_ts_ms, boot_ts_ms))
-    return KernelLogResult(xids, skipped)
+    return KernelLogResult(xids, skipped, tuple(links))
+
+
+def _parse_link_line(line, lineno, host, year, now_ts_ms, boot_ts_ms) -> LinkLine | None:
+    """An mlx5 link/port-module line, or None for any other line (those are skipped, not refused)."""
+    idx = line.find(_LINK_MARK)
+    if idx < 0:
+        return None
+    body = _LINK_BODY.match(line, idx)
+    if body is None:
+        return None  # another mlx5_core message: not a link event
+    ts_ms, line_host = _parse_prefix(_LEVEL.sub("", line[:idx].strip()), lineno, year, now_ts_ms, boot_ts_ms)
+    if body.group("state"):
+        kind = f"link_{body.group('state')}"
+    else:
+        # A pulled cable takes the link down; other module events (plugged, errors) are kept as such.
+        kind = "link_down" if body.group("status").strip().lower() == "cable unplugged" else "port_module"
+    return LinkLine(ts_ms=ts_ms, host=line_host or host, pci_bus_id=normalize_pci_bus_id(body.group("pci")),
+                    device=body.group("dev") or "", kind=kind,
+                    message=line[body.end("dev") + 2 if body.group("dev") else body.end("pci") + 2:].strip(),
+                    line=lineno)
 
 
 def _parse_xid_line(line, idx, lineno, host, year, now_ts_ms, boot_ts_ms) -> XidLine:

@@ -178,11 +178,12 @@ def parse_kernel_log(
     cluster = _check_cluster(cluster)
     parsed = kernel_log.parse_kernel_log(text, host=host or None, year=year, now_ts_ms=now_ts_ms, boot_ts_ms=boot_ts_ms)
     received_ms = now_ts_ms if now_ts_ms is not None else _now_ms()
-    for x in parsed.xids:
+    for x in (*parsed.xids, *parsed.links):
         if not x.host:
             raise IngestError("no host: the line has no syslog/journal host and no host was given",
                               line=x.line, field="host")
-    pci = _pci_map(cluster, sorted({x.host for x in parsed.xids})) if parsed.xids else {}
+    seen_hosts = sorted({x.host for x in (*parsed.xids, *parsed.links)})
+    pci = _pci_map(cluster, seen_hosts) if seen_hosts else {}
     cols: dict[str, list] = {name: [] for name in schema.EVENTS.names}
     unmapped: set[str] = set()
     for x in parsed.xids:
@@ -214,6 +215,23 @@ def parse_kernel_log(
         cols["severity"].append(info.severity)
         cols["message"].append(x.message)
         cols["attributes"].append(list(attributes.items()))
+    for x in parsed.links:
+        # the NIC the inventory knows at that PCI address, else the netdev the line names
+        attributes = {"pci_bus_id": x.pci_bus_id, "driver": "mlx5_core"}
+        if x.device:
+            attributes["netdev"] = x.device
+        if x.ts_ms is None:
+            attributes["time_source"] = "received"
+        cols["ts"].append(x.ts_ms if x.ts_ms is not None else received_ms)
+        cols["cluster"].append(cluster)
+        cols["host"].append(x.host)
+        cols["component"].append(pci.get((x.host, x.pci_bus_id), "") or x.device)
+        cols["source"].append("kernel")
+        cols["kind"].append(x.kind)
+        cols["code"].append(0)
+        cols["severity"].append({"link_down": "error", "link_up": "info"}.get(x.kind, "warning"))
+        cols["message"].append(x.message)
+        cols["attributes"].append(list(attributes.items()))
     if any(not (-(2**31) <= c < 2**31) for c in cols["code"]):
         bad = next(x for x in parsed.xids if not (-(2**31) <= x.xid < 2**31))
         raise IngestError(f"Xid code {bad.xid} out of range", line=bad.line, field="xid")
@@ -228,7 +246,8 @@ def ingest_kernel_log(
     text: str, cluster: str, host: str | None = None, year: int | None = None,
     now_ts_ms: int | None = None, boot_ts_ms: int | None = None,
 ) -> IngestReport:
-    """dmesg / journal / syslog text -> one ``events`` row (kind xid) per ``NVRM: Xid`` line.
+    """dmesg / journal / syslog text -> one ``events`` row (kind xid) per ``NVRM: Xid`` line, and one
+    (kind link_down / link_up / port_module) per mlx5 link or port-module line.
 
     Lines without a wall-clock time (plain ``dmesg``, bare lines) get ``boot_ts_ms`` +
     uptime when the boot time is given, else the receive time, marked

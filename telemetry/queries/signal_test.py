@@ -8,8 +8,9 @@ Outcome
 -------
 ``parse_outcome`` reads the hypothesis's outcome text: a Slurm interruption state
 (``NODE_FAIL``, ``FAILED``, ...), one or more XID codes (``XID 79``, ``xid 48/94``: the
-interruptions with such an XID on one of the job's hosts within ±10 min of t0), or
-``any interruption``. Anything else is refused with the accepted forms.
+interruptions with such an XID on one of the job's hosts within ±10 min of t0), ``link down``
+(a link-down event — an mlx5 ``Link down`` or pulled cable — on one of the job's hosts within
+±10 min of t0), or ``any interruption``. Anything else is refused with the accepted forms.
 
 Windows (W = the lead window)
 -----------------------------
@@ -91,6 +92,7 @@ class Outcome:
     label: str
     states: tuple[str, ...] = ()  # empty: any interruption state
     xids: tuple[int, ...] = ()  # non-empty: only interruptions with one of these XIDs near t0
+    events: tuple[str, ...] = ()  # non-empty: only interruptions with an event of these kinds near t0
 
 
 def parse_outcome(text: str) -> Outcome:
@@ -100,13 +102,15 @@ def parse_outcome(text: str) -> Outcome:
         return Outcome(label=upper, states=(upper,))
     if raw.lower() in ("any", "any interruption", "interruption", "interruptions", "any_interruption"):
         return Outcome(label="any interruption")
+    if raw.lower().replace("_", " ").replace("-", " ") in ("link down", "linkdown"):
+        return Outcome(label="link down", events=("link_down",))
     m = _XID_RE.match(raw)
     if m:
         codes = tuple(sorted({int(c) for c in re.findall(r"\d+", m.group(1))}))
         return Outcome(label="XID " + "/".join(map(str, codes)), xids=codes)
     raise NotTestable(
         f"outcome {raw!r} is not a class the fleet test can find: use an interruption state "
-        f"({', '.join(INTERRUPTION_STATES)}), XID codes ('XID 79', 'XID 48/94') or 'any interruption'")
+        f"({', '.join(INTERRUPTION_STATES)}), XID codes ('XID 79', 'XID 48/94'), 'link down' or 'any interruption'")
 
 
 @dataclass(frozen=True)
@@ -283,6 +287,10 @@ _XIDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {clus
              "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
 
 
+_EVENT_KINDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} "
+                    "AND kind IN {kinds:Array(String)} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
+                    "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
+
 _ALLOCATIONS_SQL = (
     "SELECT host, toUnixTimestamp(start_ts) AS s, toUnixTimestamp(ifNull(end_ts, now64(3))) AS e "
     "FROM job_hosts FINAL WHERE cluster = {cluster:String} "
@@ -426,6 +434,12 @@ def outcome_interruptions(cluster: str, outcome: Outcome, W: int, lo_s: int, hi_
                                     tag="signal_test:xids", timeout_s=timeout_s)
         xids = {h: np.sort(v) for h, v in _by_host(xid_rows).items()}
         chosen = [it for it in chosen if _touched(xids, it.hosts, it.t0 - EVENT_WINDOW_S, it.t0 + EVENT_WINDOW_S + 1)]
+    if outcome.events and chosen:
+        rows = store.query_rows(_EVENT_KINDS_SQL, {"cluster": cluster, "kinds": list(outcome.events),
+                                                   "lo_s": lo_s - EVENT_WINDOW_S, "hi_s": hi_s + EVENT_WINDOW_S},
+                                tag="signal_test:outcome_events", timeout_s=timeout_s)
+        seen = {h: np.sort(v) for h, v in _by_host(rows).items()}
+        chosen = [it for it in chosen if _touched(seen, it.hosts, it.t0 - EVENT_WINDOW_S, it.t0 + EVENT_WINDOW_S + 1)]
     return chosen, host_t0s_arr
 
 

@@ -41,7 +41,9 @@ def test_the_fixture_covers_syslog_iso_ctime_and_monotonic_prefixes():
     text = (FIXTURES / "kernel_mixed.log").read_text()
     r = parse_kernel_log(text, host="given", year=2024, boot_ts_ms=ms(2024, 3, 13, 23, 44, 17))
     assert [x.xid for x in r.xids] == [94, 63, 95, 79]
-    assert r.skipped == 2
+    # the pulled cable (line 6) is a link-down event now, not a skipped line
+    assert r.skipped == 1
+    assert [(x.kind, x.pci_bus_id, x.line) for x in r.links] == [("link_down", "0000:c1:00.0", 6)]
     syslog, iso, ctime, mono = r.xids
     assert (syslog.ts_ms, syslog.host, syslog.pid, syslog.process) == (ms(2024, 3, 14, 2, 11, 9), "gpu-b203", 51100, "python3")
     assert syslog.message == "Contained ECC error."
@@ -98,3 +100,25 @@ def test_a_syslog_date_that_does_not_exist_is_rejected():
     with pytest.raises(IngestError) as exc:
         parse_kernel_log("Feb 30 10:00:00 h kernel: NVRM: Xid (PCI:0000:07:00): 79, x", year=2024)
     assert exc.value.field == "timestamp" and exc.value.line == 1
+
+
+MLX5_LINES = """\
+2026-03-14T02:10:00.000000+00:00 gpu-n1 kernel: mlx5_core 0000:1A:00.0 ibp26s0: Link down
+[32704.121294] mlx5_core 0000:01:00.0: Port module event: module 0, Cable unplugged
+Mar 14 02:12:00 gpu-n1 kernel: mlx5_core 0000:01:00.1: mlx5_port_module_event:1151:(pid 0): Port module event[error]: module 1, Cable error, High Temperature
+2026-03-14T02:13:00+00:00 gpu-n1 kernel: mlx5_core 0000:1a:00.0 ibp26s0: Link up
+2026-03-14T02:14:00+00:00 gpu-n1 kernel: mlx5_core 0000:1a:00.0: E-Switch: cleanup
+"""
+
+
+def test_mlx5_link_down_and_pulled_cable_lines_become_link_events():
+    res = parse_kernel_log(MLX5_LINES, host="gpu-n9", year=2026, boot_ts_ms=0)
+    assert [(x.host, x.pci_bus_id, x.device, x.kind) for x in res.links] == [
+        ("gpu-n1", "0000:1a:00.0", "ibp26s0", "link_down"),
+        ("gpu-n9", "0000:01:00.0", "", "link_down"),
+        ("gpu-n1", "0000:01:00.1", "", "port_module"),
+        ("gpu-n1", "0000:1a:00.0", "ibp26s0", "link_up"),
+    ]
+    assert res.links[0].ts_ms == int(datetime(2026, 3, 14, 2, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    assert res.links[0].message == "Link down" and "Cable error" in res.links[2].message
+    assert res.skipped == 1 and res.xids == []  # another mlx5_core message is not a link event

@@ -395,3 +395,18 @@ def test_every_run_of_a_requeued_job_is_its_own_record_and_its_first_node_fail_a
     chosen, _ = signal_test.outcome_interruptions("c1", signal_test.parse_outcome("NODE_FAIL"), 3600,
                                                   lo // 1000, hi // 1000, timeout_s=60)
     assert [(i.job_id, i.state, i.hosts) for i in chosen] == [("7001", "NODE_FAIL", ("n1", "n2"))]
+
+
+def test_mlx5_link_lines_are_stored_as_link_events_on_the_nic_the_inventory_names(clean_store):
+    table = pa.table({
+        "cluster": ["c1"], "host": ["gpu-n1"], "component": ["mlx5_3"], "kind": ["nic"], "model": ["MT4129"],
+        "serial": [""], "uuid": [""], "pci_bus_id": ["0000:1a:00.0"], "firmware": [""], "peer": [""],
+        "updated": pa.array([TS], pa.int64()).cast(pa.timestamp("ms", tz="UTC"))})
+    writer.write("components", table)
+    text = (f"{YEAR}-03-14T02:10:00+00:00 gpu-n1 kernel: mlx5_core 0000:1a:00.0 ibp26s0: Link down\n"
+            f"{YEAR}-03-14T02:11:00+00:00 gpu-n1 kernel: mlx5_core 0000:c1:00.0 enp193s0: Link down\n")
+    report = service.ingest_kernel_log(text, "c1")
+    assert report.rows["events"] == 2 and report.skipped_lines == 0
+    assert store.query_rows("SELECT component, kind, severity, attributes['netdev'] FROM events ORDER BY ts",
+                            tag="test") == [("mlx5_3", "link_down", "error", "ibp26s0"),
+                                            ("enp193s0", "link_down", "error", "enp193s0")]

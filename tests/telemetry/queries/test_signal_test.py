@@ -209,3 +209,18 @@ def test_controls_are_matched_on_activity(clean_store):
     assert same == [-86400]
     unmatched = st.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, None)
     assert len([w for w in unmatched if w.kind == "same_hosts"]) == 3  # days -1, +1, +2 in range
+
+
+def test_link_down_is_an_outcome_the_interruptions_with_a_link_down_near_t0(clean_store):
+    assert st.parse_outcome("link down") == st.parse_outcome("LINK_DOWN") == st.Outcome(
+        label="link down", events=("link_down",))
+    end = BASE + timedelta(days=2)
+    rows = [_job("71", "h01", end), _job("72", "h02", end + timedelta(hours=1))]
+    write_rows("jobs", [j for j, _ in rows])
+    write_rows("job_hosts", [a for _, a in rows])
+    # job 71's link went down 3 min before its end; job 72's an hour before its window (not near t0)
+    write_rows("events", [event_row(CLUSTER, "h01", end - timedelta(minutes=3), "link_down", 0, "mlx5_0", "error"),
+                          event_row(CLUSTER, "h02", end - timedelta(hours=1), "link_down", 0, "mlx5_0", "error")])
+    lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp())
+    chosen, _ = st.outcome_interruptions(CLUSTER, st.parse_outcome("link down"), 3600, lo, hi, timeout_s=60)
+    assert [c.job_id for c in chosen] == ["71"]
