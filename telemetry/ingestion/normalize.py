@@ -28,15 +28,22 @@ legitimate values there (an IB byte counter passes 2**47 within days).
 
 ``decode_to_table(body, cluster=)`` is the remote-write fast path: body bytes
 straight to the table, equal to ``rw_series_to_table(decode_write_request(body))``.
-``remote_write.scan_write_request`` finds series and samples with numpy; each
-series' label bytes are matched to a label set resolved earlier (senders push
-the same label sets every time) by fingerprint, then *compared byte for byte*
-with that label set's bytes, so a match never rests on the hash. New label
-sets are parsed and resolved once. Anything the scanner or the cache cannot
-vouch for goes through the reference decoder, which also gives the errors.
+``remote_write.scan_write_request`` finds series and samples with numpy and
+hashes each series' exact label bytes to 128 bits (two independent seeded
+lanes); a label set resolved earlier (senders push the same label sets every
+time) is found by lane 1 and confirmed by lane 2, so sets that differ only in
+their last bytes (``sensor="temp2"`` / ``"temp5"``) are told apart and never
+decline a request. New label sets are parsed and resolved once, per request in
+bulk. The cache holds up to ``TEMPLATES_MAX`` label sets (default 4 M,
+``PRECURSOR_INGEST_SERIES_CACHE``) at ``BYTES_PER_SERIES`` (100) bytes each
+plus each distinct host/component/metric string once, and starts over past
+that. Anything the scanner cannot vouch for goes through the reference
+decoder, which also gives the errors.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from itertools import chain
 from typing import Iterable, Mapping, NamedTuple
@@ -145,7 +152,6 @@ class _TextSeries:
         self.codes = {c: np.empty(0, dtype=np.int32) for c in _Templates.COLUMNS}
         self.pools: dict[str, dict[str, int]] = {c: {} for c in _Templates.COLUMNS}
         self.pool_arrays: dict[str, pa.Array | None] = {c: None for c in _Templates.COLUMNS}
-        self.metric_names: list[str] = []
 
     def intern(self, name: str, labels: tuple[tuple[str, str], ...]) -> int:
         """Number of the series; resolves it the first time (``IngestError`` when it has no host)."""
@@ -167,7 +173,6 @@ class _TextSeries:
         i = self.size
         self.dcgm[i], self.scale[i], self.unknown[i] = res.dcgm, res.scale, res.unknown
         _intern_codes(self, i, res)
-        self.metric_names.append(res.metric)
         self.by_labels[key] = i
         self.size += 1
         return i
@@ -177,6 +182,9 @@ class _TextSeries:
         if arr is None:
             arr = self.pool_arrays[col] = pa.array(list(self.pools[col]), type=pa.string())
         return arr
+
+    def value_of(self, col: str, code: int) -> str:
+        return self.pool_array(col)[code].as_py()
 
 
 _TEXT_SERIES_MAX = 1_000_000  # series (or keys) per context before it starts over
@@ -252,78 +260,120 @@ def decode_to_table(body: bytes, *, cluster: str) -> NormalizeResult:
 
 
 class _Templates:
-    """Label sets seen under one ``cluster`` argument: their exact bytes and resolved columns.
+    """Label sets seen under one ``cluster`` argument, keyed by the 128-bit hash of their exact
+    wire bytes (``remote_write.label_hash``), with their resolved columns.
 
-    Per-template numbers live in numpy arrays grown by doubling, strings as
-    codes into per-column pools, so a request costs numpy gathers, not Python
-    work per series.
+    Per label set: both hash lanes, the resolved numbers and string codes into per-column
+    pools, all in numpy arrays grown by doubling (a request costs numpy gathers, no Python
+    work per series), and an open-addressing slot table (template ids, linear probing, at most
+    half full) found by lane 1 and confirmed by lane 2. Nothing per series is a Python object,
+    so the size is known: ``BYTES_PER_SERIES`` bounds it, plus each distinct
+    cluster/host/component/metric string once (``nbytes``).
     """
 
     COLUMNS = ("cluster", "host", "component", "metric")
 
     def __init__(self) -> None:
         self.size = 0  # label sets
-        self.raw = np.empty(0, dtype=object)
-        self.length = np.empty(0, dtype=np.int64)
+        self.h1 = np.empty(0, dtype=np.uint64)
+        self.h2 = np.empty(0, dtype=np.uint64)
         self.dcgm = np.empty(0, dtype=bool)
         self.scale = np.empty(0, dtype=np.float64)
         self.unknown = np.empty(0, dtype=bool)
         self.codes = {c: np.empty(0, dtype=np.int32) for c in self.COLUMNS}
         self.pools: dict[str, dict[str, int]] = {c: {} for c in self.COLUMNS}
         self.pool_arrays: dict[str, pa.Array | None] = {c: None for c in self.COLUMNS}
-        self.metric_names: list[str] = []
-        self.by_bytes: dict[bytes, int] = {}
-        # Fingerprints depend on the label bytes' offset modulo 8, so one label set may have
-        # several: fingerprint -> label set id.
-        self.by_fp: dict[int, int] = {}
-        self._sorted_fp = np.empty(0, dtype=np.uint64)
-        self._sorted_tid = np.empty(0, dtype=np.int64)
-        self._dirty = False
+        self.slots = np.full(1024, -1, dtype=np.int32)
 
     def _grow(self) -> None:
-        cap = max(1024, 2 * len(self.length))
+        cap = max(1024, 2 * len(self.h1))
 
         def grow(arr: np.ndarray) -> np.ndarray:
-            out = np.zeros(cap, dtype=arr.dtype) if arr.dtype != object else np.empty(cap, dtype=object)
+            out = np.zeros(cap, dtype=arr.dtype)
             out[: self.size] = arr[: self.size]
             return out
 
-        self.raw, self.length = grow(self.raw), grow(self.length)
+        self.h1, self.h2 = grow(self.h1), grow(self.h2)
         self.dcgm, self.scale, self.unknown = grow(self.dcgm), grow(self.scale), grow(self.unknown)
         self.codes = {c: grow(v) for c, v in self.codes.items()}
 
-    def add(self, fp: int, raw: bytes, res: _Series | None) -> None:
-        """Register label bytes (resolved as ``res``) under fingerprint ``fp``."""
-        i = self.by_bytes.get(raw)
-        if i is None:
-            if self.size == len(self.length):
-                self._grow()
-            i = self.size
-            self.raw[i], self.length[i] = raw, len(raw)
-            self.dcgm[i], self.scale[i], self.unknown[i] = res.dcgm, res.scale, res.unknown
-            _intern_codes(self, i, res)
-            self.metric_names.append(res.metric)
-            self.by_bytes[raw] = i
-            self.size += 1
-        self.by_fp[fp] = i
-        self._dirty = True
+    def _place(self, ids: np.ndarray) -> None:
+        """Put template ids into free slots (linear probing from lane 1), vectorised."""
+        slots, mask = self.slots, len(self.slots) - 1
+        pos = (self.h1[ids] & np.uint64(mask)).astype(np.int64)
+        while len(ids):
+            free = np.flatnonzero(slots[pos] < 0)
+            if len(free):
+                taken, first = np.unique(pos[free], return_index=True)
+                slots[taken] = ids[free[first]]
+                placed = np.zeros(len(ids), dtype=bool)
+                placed[free[first]] = True
+                ids, pos = ids[~placed], pos[~placed]
+            pos = (pos + 1) & mask
 
-    def known(self, raw: bytes) -> bool:
-        return raw in self.by_bytes
+    def add(self, h1: int, h2: int, res: _Series) -> int:
+        """Register a label set by its hash lanes (resolved as ``res``); its template id."""
+        return int(self.add_many(np.array([h1], np.uint64), np.array([h2], np.uint64), [res])[0])
 
-    def lookup(self, fps: np.ndarray) -> np.ndarray:
-        """Label set id per fingerprint, -1 where unknown."""
-        if self._dirty:
-            keys = np.fromiter(self.by_fp.keys(), dtype=np.uint64, count=len(self.by_fp))
-            ids = np.fromiter(self.by_fp.values(), dtype=np.int64, count=len(self.by_fp))
-            order = np.argsort(keys)
-            self._sorted_fp, self._sorted_tid = keys[order], ids[order]
-            self._dirty = False
-        if not len(self._sorted_fp):
-            return np.full(len(fps), -1, dtype=np.int64)
-        pos = np.searchsorted(self._sorted_fp, fps)
-        np.minimum(pos, len(self._sorted_fp) - 1, out=pos)
-        return np.where(self._sorted_fp[pos] == fps, self._sorted_tid[pos], -1)
+    def add_many(self, h1: np.ndarray, h2: np.ndarray, resolved: list[_Series]) -> np.ndarray:
+        """``add`` for many label sets at once (vectorised); their template ids."""
+        ids = self.lookup(h1, h2)
+        new = np.flatnonzero(ids < 0)
+        if not len(new):
+            return ids
+        _, first, inverse = np.unique(np.stack([h1[new], h2[new]], axis=1), axis=0,
+                                      return_index=True, return_inverse=True)
+        order = np.argsort(first)  # template ids in order of first appearance
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        src = new[first[order]]
+        k, i0 = len(src), self.size
+        while i0 + k > len(self.h1):
+            self._grow()
+        self.h1[i0 : i0 + k], self.h2[i0 : i0 + k] = h1[src], h2[src]
+        picked = [resolved[j] for j in src.tolist()]
+        self.dcgm[i0 : i0 + k] = [r.dcgm for r in picked]
+        self.scale[i0 : i0 + k] = [r.scale for r in picked]
+        self.unknown[i0 : i0 + k] = [r.unknown for r in picked]
+        for col in self.COLUMNS:
+            pool = self.pools[col]
+            before = len(pool)
+            self.codes[col][i0 : i0 + k] = [pool.setdefault(v, len(pool)) for v in
+                                            [getattr(r, col) for r in picked]]
+            if len(pool) != before:
+                self.pool_arrays[col] = None
+        self.size += k
+        ids[new] = i0 + rank[inverse.reshape(-1)]
+        if 2 * self.size > len(self.slots):  # at most half full: short probes
+            cap = len(self.slots)
+            while 2 * self.size > cap:
+                cap *= 2
+            self.slots = np.full(cap, -1, dtype=np.int32)
+            self._place(np.arange(self.size, dtype=np.int64))
+        else:
+            self._place(np.arange(i0, i0 + k, dtype=np.int64))
+        return ids
+
+    def lookup(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
+        """Template id per (lane 1, lane 2), -1 where unknown. Both lanes must match."""
+        out = np.full(len(h1), -1, dtype=np.int64)
+        if not self.size:
+            return out
+        slots, mask = self.slots, np.uint64(len(self.slots) - 1)
+        pending = np.arange(len(h1))
+        pos = (h1 & mask).astype(np.int64)
+        while len(pending):
+            t = slots[pos]
+            occupied = t >= 0
+            ti = np.where(occupied, t, 0)
+            hit = occupied & (self.h1[ti] == h1[pending]) & (self.h2[ti] == h2[pending])
+            out[pending[hit]] = t[hit]
+            more = occupied & ~hit
+            pending, pos = pending[more], (pos[more] + 1) & int(mask)
+        return out
+
+    def value_of(self, col: str, code: int) -> str:
+        return self.pool_array(col)[code].as_py()
 
     def pool_array(self, col: str) -> pa.Array:
         arr = self.pool_arrays[col]
@@ -331,46 +381,67 @@ class _Templates:
             arr = self.pool_arrays[col] = pa.array(list(self.pools[col]), type=pa.string())
         return arr
 
+    def nbytes(self) -> int:
+        """Memory held: the arrays (capacity, not just size), plus the string pools
+        (each distinct value once: the str, its dict entry, its Arrow copy)."""
+        arrays = [self.h1, self.h2, self.dcgm, self.scale, self.unknown, self.slots, *self.codes.values()]
+        total = sum(a.nbytes for a in arrays)
+        for col in self.COLUMNS:
+            pool = self.pools[col]
+            total += sys.getsizeof(pool) + sum(sys.getsizeof(v) + len(v.encode()) + 4 for v in pool)
+        return total
 
-_TEMPLATES_MAX = 500_000  # label sets per cluster argument before the cache starts over
+
+# Per label set: lanes 2 x 8, dcgm 1, scale 8, unknown 1, codes 4 x 4 = 42 bytes, at most twice
+# that while the arrays wait for their next doubling (84); slot table 4 bytes at 2-4 slots per
+# label set (16). Strings (hosts, components, metrics) come on top, once per distinct value.
+BYTES_PER_SERIES = 100
+# Label sets per cluster argument before that cache starts over (a fleet has 1-4 M series):
+# 4 M x 100 B = 400 MB at most.
+TEMPLATES_MAX = int(os.environ.get("PRECURSOR_INGEST_SERIES_CACHE", "4000000") or 4_000_000)
 _templates: dict[str, _Templates] = {}
 _templates_lock = threading.Lock()  # web and worker threads share the cache
 
 
-def _scan_to_table(raw: bytes, scan: remote_write.RWScan, cluster: str) -> NormalizeResult | None:
-    """Rows for a scanned request, or ``None`` to send it through the reference path."""
+def _templates_for(cluster: str) -> _Templates:
     t = _templates.get(cluster)
-    if t is None or len(t.by_fp) > _TEMPLATES_MAX:
-        if len(_templates) > 64:
-            _templates.clear()
+    if t is None or t.size >= TEMPLATES_MAX:
+        if t is None and sum(x.size for x in _templates.values()) >= TEMPLATES_MAX:
+            _templates.clear()  # the budget is for all cluster arguments together
         t = _templates[cluster] = _Templates()
-    start, end, fps = scan.label_start, scan.label_end, scan.fingerprint
-    tid = t.lookup(fps)
+    return t
+
+
+def _scan_to_table(raw: bytes, scan: remote_write.RWScan, cluster: str) -> NormalizeResult | None:
+    """Rows for a scanned request, or ``None`` to send it through the reference path.
+
+    A label set is recognised by both 128-bit hash lanes of its exact bytes; a new one is
+    parsed (canonical label fields only) and resolved once. Label sets that differ only in
+    their last bytes have unrelated hashes, so they never decline a request.
+    """
+    t = _templates_for(cluster)
+    start, end, h1, h2 = scan.label_start, scan.label_end, scan.fingerprint, scan.fingerprint2
+    tid = t.lookup(h1, h2)
     miss = np.flatnonzero(tid < 0)
     if len(miss):
-        new_fp, first = np.unique(fps[miss], return_index=True)
-        for fp, i in zip(new_fp.tolist(), miss[first].tolist()):
+        pairs = np.stack([h1[miss], h2[miss]], axis=1)
+        _, first = np.unique(pairs, axis=0, return_index=True)
+        new = miss[np.sort(first)]
+        resolved = []
+        for i in new.tolist():
             section = raw[int(start[i]) : int(end[i])]
-            if t.known(section):  # a known label set at another offset modulo 8
-                t.add(fp, section, None)
-                continue
             try:
                 parsed = remote_write.parse_label_fields(section, i)
                 if parsed is None:
                     return None
                 labels = parsed[1]
-                res = _resolve(labels["__name__"], labels, cluster, None)
+                resolved.append(_resolve(labels["__name__"], labels, cluster, None))
             except IngestError:
                 return None  # the reference path reports it, naming the series
-            t.add(fp, section, res)
-        tid = t.lookup(fps)
+        t.add_many(h1[new], h2[new], resolved)
+        tid[miss] = t.lookup(h1[miss], h2[miss])
         if (tid < 0).any():
             return None
-    # The fingerprint only proposes a label set; the bytes decide.
-    if not np.array_equal(t.length[tid], end - start):
-        return None
-    if not all(map(raw.startswith, t.raw[tid].tolist(), start.tolist())):
-        return None
     idx = tid if len(scan.values) == len(tid) else np.repeat(tid, scan.counts)
     return _build_coded(t, idx, scan.timestamps, scan.values)
 
@@ -386,7 +457,8 @@ def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarra
     unknown: set[str] = set()
     row_unknown = t.unknown[idx]
     if row_unknown.any():  # named even when all their samples were blank, like the reference path
-        unknown = {t.metric_names[i] for i in np.unique(idx[row_unknown]).tolist()}
+        codes = np.unique(t.codes["metric"][np.unique(idx[row_unknown])])
+        unknown = {t.value_of("metric", c) for c in codes.tolist()}
     kept = int(keep.sum())
     dropped = n - kept
     if dropped:

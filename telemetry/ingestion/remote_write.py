@@ -25,7 +25,9 @@ stale marker NaN (0x7ff0000000000002) survives decoding.
 ``scan_write_request`` is the fast path used by ``normalize.decode_to_table``:
 it locates every series and sample of a *plainly encoded* request with numpy
 (no Python work per series) and returns column arrays plus, per series, the
-byte range of its label fields and a fingerprint of those bytes. It returns
+byte range of its label fields and a 128-bit hash of those bytes (``label_hash``:
+two independent, process-seeded 64-bit lanes; label sets differing in any byte,
+even only the last, get unrelated values). It returns
 ``None`` for anything it does not fully understand (fields out of order or
 unknown, zero-sample series, exemplars, odd varints, ...): callers then use
 ``decode_write_request``, which stays the reference decoder. What it does
@@ -35,6 +37,7 @@ bytes themselves are validated by the caller (see ``decode_to_table``).
 """
 from __future__ import annotations
 
+import os
 import types
 from typing import Mapping, NamedTuple
 
@@ -201,31 +204,39 @@ class RWScan(NamedTuple):
 
     label_start: np.ndarray  # int64 [series]: first byte of the series' label fields
     label_end: np.ndarray  # int64 [series]: one past the last label byte (= first sample tag)
-    fingerprint: np.ndarray  # uint64 [series]: hash of the label bytes; equal bytes -> equal value
+    fingerprint: np.ndarray  # uint64 [series]: lane 1 of the label bytes' 128-bit hash
     counts: np.ndarray  # int64 [series]: samples per series (>= 1)
     timestamps: np.ndarray  # int64 [samples]
     values: np.ndarray  # float64 [samples], exact bits
+    fingerprint2: np.ndarray | None = None  # uint64 [series]: lane 2 (independent key)
 
 
-_B = np.uint64(0x9E3779B97F4A7C15)  # odd: invertible mod 2**64
-_B_INV = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
-_MIX = np.array([0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0xD6E8FEB86659FD93, 0xC2B2AE3D27D4EB4F], dtype=np.uint64)
-_powers: tuple[np.ndarray, np.ndarray] = (np.ones(0, np.uint64), np.ones(0, np.uint64))
 _MAX_SCAN_ROUNDS = 8
+# Two independent keys per process (a sender cannot aim at a collision it cannot compute).
+_SEEDS = np.frombuffer(os.urandom(16), dtype=np.uint64).copy()
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_positions: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.uint64), np.empty(0, np.uint64))
 
 
-def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """B**i and B**-i mod 2**64 for i < n (grown on demand, shared across calls)."""
-    global _powers
-    pw, inv = _powers
-    if len(pw) < n:
-        size = max(n, 2 * len(pw), 1 << 16)
-        pw = np.cumprod(np.full(size, _B, dtype=np.uint64))
-        pw = np.concatenate([np.ones(1, np.uint64), pw[:-1]])
-        inv = np.cumprod(np.full(size, _B_INV, dtype=np.uint64))
-        inv = np.concatenate([np.ones(1, np.uint64), inv[:-1]])
-        _powers = (pw, inv)
-    return pw, inv
+def _fmix(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser: a bijection in which every input bit moves every output bit."""
+    x = x ^ (x >> np.uint64(33))
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+def _position_keys(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per word position and lane, a key mixed in before the word (grown on demand)."""
+    global _positions
+    a, b = _positions
+    if len(a) < n:
+        size = max(n, 2 * len(a), 256)
+        k = np.arange(size, dtype=np.uint64) * _GOLDEN
+        _positions = a, b = _fmix(k ^ _SEEDS[0]), _fmix(k ^ _SEEDS[1] ^ np.uint64(0x5555555555555555))
+    return a, b
 
 
 class _Words:
@@ -340,27 +351,44 @@ def scan_write_request(raw: bytes) -> RWScan | None:
     if (lab_len < 16).any():
         return None  # even a bare __name__ label is longer: something else is going on
     counts = run_last - run_first + 1
-    fp = _fingerprint(a, words, label_start, label_end)
-    return RWScan(label_start, label_end, fp, counts, timestamps, values)
+    h1, h2 = label_hash(a, words, label_start, label_end)
+    return RWScan(label_start, label_end, h1, counts, timestamps, values, h2)
 
 
-def _fingerprint(a: np.ndarray, words: _Words, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Polynomial hash of each byte range over 64-bit words read from the range's own start.
+def label_hash(a: np.ndarray, words: _Words, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two independent 64-bit hashes of each byte range (128 bits per label set).
 
-    Independent of where the range sits in the body: the same label set hashes the same
-    whether an earlier sample shifted it or not (proto3 omits zero values, so offsets move
-    between pushes). Only a guess of identity: callers compare the bytes before trusting it.
+    Each 8-byte word, read from the range's own start (so the result does not depend on where
+    the range sits in the body: proto3 omits zero values, so offsets move between pushes) and
+    with the bytes past the range's end masked off, is keyed by its position and the lane's
+    process-random seed and passed through a bijective mixer; a lane is the sum of those terms,
+    mixed again with the length. Ranges that differ in any byte -- including only the last, as
+    ``sensor="temp2"`` and ``"temp5"`` do -- differ in a lane with probability 1 - 2**-64, and
+    in both with probability 1 - 2**-128: at 4 M distinct label sets the chance that any two
+    share both lanes is below 2**-84. The caches key on both lanes (see ``normalize._Templates``).
     """
+    del a
     length = end - start
-    full = length // 8  # whole words from the start; the last 8 bytes are mixed in separately
-    offsets = np.zeros(len(full), dtype=np.int64)
-    np.cumsum(full[:-1], out=offsets[1:])
-    total = int(full.sum())
-    pw, _ = _power_tables(int(full.max()) + 1 if len(full) else 1)
-    k = np.arange(total, dtype=np.int64) - np.repeat(offsets, full)
-    terms = words.read(np.repeat(start, full) + 8 * k) * pw[k]
-    inner = np.add.reduceat(terms, offsets) if total else np.zeros(len(full), np.uint64)
-    tail = words.read(end - 8)
-    fp = inner ^ (tail * _MIX[1]) ^ (length.astype(np.uint64) * _MIX[2])
-    fp ^= fp >> np.uint64(31)
-    return fp
+    nwords = (length + 7) // 8
+    offsets = np.zeros(len(nwords), dtype=np.int64)
+    np.cumsum(nwords[:-1], out=offsets[1:])
+    total = int(nwords.sum())
+    if total == 0:
+        z = np.zeros(len(nwords), np.uint64)
+        return z, z.copy()
+    ka, kb = _position_keys(int(nwords.max()))
+    k = np.arange(total, dtype=np.int64) - np.repeat(offsets, nwords)
+    w = words.read(np.repeat(start, nwords) + 8 * k)
+    # The last word of a range holds (length % 8) of its bytes, or 8: zero the rest.
+    last = offsets + nwords - 1
+    rem = (length - 8 * (nwords - 1)).astype(np.uint64)
+    keep_bits = rem * np.uint64(8)
+    mask = np.where(rem >= 8, np.uint64(0xFFFFFFFFFFFFFFFF),
+                    (np.uint64(1) << np.minimum(keep_bits, np.uint64(63))) - np.uint64(1))
+    w[last] &= mask
+    ln = length.astype(np.uint64)
+    h1 = np.add.reduceat(_fmix(w ^ ka[k]), offsets)
+    h2 = np.add.reduceat(_fmix(w ^ kb[k]), offsets)
+    h1 = _fmix(h1 ^ _fmix(ln ^ _SEEDS[0]))
+    h2 = _fmix(h2 ^ _fmix(ln + _SEEDS[1]))
+    return h1, h2

@@ -215,13 +215,85 @@ def test_a_fingerprint_that_matches_other_bytes_is_not_trusted():
     other = [RWSeries({"__name__": "m_fake", "instance": "h2"}, [NOW], [1.0])]
     raw_real, raw_other = decompress(encode_write_request(real)), decompress(encode_write_request(other))
     scan_real, scan_other = scan_write_request(raw_real), scan_write_request(raw_other)
-    # Poison the cache: the real series' fingerprint now points at another label set's bytes.
+    # Poison the cache: another label set registered under the real series' first hash lane
+    # (a 64-bit collision); only both lanes together identify a label set.
     res = normalize._resolve("m_fake", {"__name__": "m_fake", "instance": "h2"}, "c", None)
-    section = raw_other[int(scan_other.label_start[0]) : int(scan_other.label_end[0])]
     normalize._templates["c"] = normalize._Templates()
-    normalize._templates["c"].add(int(scan_real.fingerprint[0]), section, res)
+    normalize._templates["c"].add(int(scan_real.fingerprint[0]), int(scan_other.fingerprint2[0]), res)
     got = decode_to_table(encode_write_request(real), cluster="c")
     assert [(r["host"], r["metric"]) for r in rows(got)] == [("h1", "m_real")]
+    assert normalize._templates["c"].size == 2  # the real one was resolved on its own
+    normalize._templates.clear()
+
+
+def hwmon_pair(ts=NOW):
+    """Label sets that differ only in their last bytes (the old fingerprint's blind spot)."""
+    base = {"__name__": "node_hwmon_temp_celsius", "chip": "platform_coretemp_0", "instance": "node-0001:9100",
+            "job": "node"}
+    return [RWSeries({**base, "sensor": f"temp{k}"}, [ts], [40.0 + k]) for k in (2, 5)]
+
+
+def test_label_sets_differing_only_in_their_last_bytes_decode_exactly_on_the_fast_path(monkeypatch):
+    normalize._templates.clear()
+    body = encode_write_request(hwmon_pair())
+    scan = scan_write_request(decompress(body))
+    assert scan is not None
+    assert (scan.fingerprint[0], scan.fingerprint2[0]) != (scan.fingerprint[1], scan.fingerprint2[1])
+
+    def no_reference(*a, **k):
+        raise AssertionError("the request left the fast path")
+
+    monkeypatch.setattr(normalize.remote_write, "decode_raw_write_request", no_reference)
+    cold = decode_to_table(body, cluster="c")
+    warm = decode_to_table(encode_write_request(hwmon_pair(NOW + 15_000)), cluster="c")
+    monkeypatch.undo()
+    assert_same(cold, reference(body))
+    assert [(r["component"], r["value"]) for r in rows(cold)] == [
+        ("platform_coretemp_0/temp2", 42.0), ("platform_coretemp_0/temp5", 45.0)]
+    assert [(r["component"], r["value"]) for r in rows(warm)] == [
+        ("platform_coretemp_0/temp2", 42.0), ("platform_coretemp_0/temp5", 45.0)]
+    assert normalize._templates["c"].size == 2
+
+
+def test_every_node_exporter_and_dcgm_label_set_of_a_mixed_push_stays_on_the_fast_path(monkeypatch):
+    normalize._templates.clear()
+    series = []
+    for h in range(20):
+        for s in range(1, 40):
+            series.append(RWSeries({"__name__": "node_hwmon_temp_celsius", "chip": "platform_coretemp_0",
+                                    "instance": f"n{h:04d}:9100", "sensor": f"temp{s}"}, [NOW], [30.0 + s]))
+    series += dcgm_series(hosts=20, gpus=8)
+    body = encode_write_request(series)
+    monkeypatch.setattr(normalize.remote_write, "decode_raw_write_request", lambda *a: 1 / 0)
+    got = decode_to_table(body, cluster="c")
+    monkeypatch.undo()
+    assert_same(got, reference(body))
+    assert normalize._templates["c"].size == len(series)
+
+
+def test_a_million_label_sets_stay_within_the_documented_bytes_per_series():
+    t = normalize._Templates()
+    res = normalize._resolve("DCGM_FI_DEV_GPU_TEMP", {"gpu": "0", "Hostname": "gpu-0001"}, "c", None)
+    rng = np.random.default_rng(1)
+    n = 1_000_000
+    h1 = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    h2 = rng.integers(0, 2**63, n, dtype=np.uint64)
+    for i in range(n // 1000):  # as requests add them, a thousand new label sets at a time
+        t.add_many(h1[i * 1000 : (i + 1) * 1000], h2[i * 1000 : (i + 1) * 1000], [res] * 1000)
+    assert t.size == n
+    assert t.nbytes() <= n * normalize.BYTES_PER_SERIES
+    assert np.array_equal(t.lookup(h1, h2), np.arange(n))  # all still found
+    assert (t.lookup(h1, h2 ^ np.uint64(1)) == -1).all()  # lane 1 alone finds nothing
+
+
+def test_the_cache_starts_over_at_its_limit(monkeypatch):
+    normalize._templates.clear()
+    monkeypatch.setattr(normalize, "TEMPLATES_MAX", 50)
+    series = dcgm_series(hosts=10, gpus=2)  # 80 label sets
+    for k in range(0, 80, 20):
+        body = encode_write_request(series[k : k + 20])
+        assert_same(decode_to_table(body, cluster="c"), reference(body))
+    assert normalize._templates["c"].size <= 50 + 20
     normalize._templates.clear()
 
 
@@ -295,7 +367,9 @@ def test_many_series_take_the_fast_path_and_match():
     assert_same(decode_to_table(body, cluster="c"), reference(body))
     assert_same(decode_to_table(body, cluster="c"), reference(body))
     assert normalize._templates["c"].size == len(series)
-    assert np.all(normalize._templates["c"].length[: len(series)] > 0)
+    tid = normalize._templates["c"].lookup(*(lambda sc: (sc.fingerprint, sc.fingerprint2))(
+        scan_write_request(decompress(body))))
+    assert sorted(tid.tolist()) == list(range(len(series)))  # one template per label set, each found
 
 
 # --- text exposition fast path (prometheus_text_to_table) ---------------------------------
