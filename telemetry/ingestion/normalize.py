@@ -50,6 +50,7 @@ from typing import Iterable, Mapping, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from telemetry import catalog, schema
 from telemetry.ingestion.errors import IngestError
@@ -89,7 +90,7 @@ def prom_samples_to_table(
 ) -> NormalizeResult:
     """Rows for parsed exposition samples; ``IngestError`` when a series has no host."""
     with _text_lock:
-        t = _text_series(cluster, default_host)
+        t = _text_series(cluster)
         by_labels, intern = t.by_labels, t.intern
         idx: list[int] = []
         ts: list[int] = []
@@ -101,9 +102,9 @@ def prom_samples_to_table(
             idx.append(i)
             ts.append(s.ts_ms)
             vals.append(s.value)
-        return _build_coded(
-            t, np.array(idx, dtype=np.int64), np.array(ts, dtype=np.int64), np.array(vals, dtype=np.float64)
-        )
+        idx_a = np.array(idx, dtype=np.int64)
+        return _build_coded(t, idx_a, np.array(ts, dtype=np.int64), np.array(vals, dtype=np.float64),
+                            host_for_default=t.default_host_for(idx_a, default_host))
 
 
 def prometheus_text_to_table(
@@ -118,7 +119,7 @@ def prometheus_text_to_table(
     not vouch for (bad input, ``# EOF``) take the reference path.
     """
     with _text_lock:
-        t = _text_series(cluster, default_host)
+        t = _text_series(cluster)
         try:
             ids, values, stamps = prometheus_text.scan_exposition(
                 text, default_ts_ms=default_ts_ms, heads=t.heads, names=t.names, intern=t.intern
@@ -130,21 +131,31 @@ def prometheus_text_to_table(
             if stamps:
                 rows, own = zip(*stamps)
                 ts[list(rows)] = own
-            return _build_coded(t, np.array(ids, dtype=np.int64), ts, np.array(values, dtype=np.float64))
+            idx = np.array(ids, dtype=np.int64)
+            return _build_coded(t, idx, ts, np.array(values, dtype=np.float64),
+                                host_for_default=t.default_host_for(idx, default_host))
     samples = prometheus_text.parse_exposition(text, default_ts_ms=default_ts_ms)
     return prom_samples_to_table(samples, cluster=cluster, default_host=default_host)
 
 
 class _TextSeries:
-    """Resolved exposition series under one (cluster, default host): numbered, with
+    """Resolved exposition series under one ``cluster`` argument: numbered, with
     the per-series columns ``_build_coded`` gathers from (numpy arrays grown by
-    doubling, strings as codes into pools), and the keys that lead to a number."""
+    doubling, strings as codes into pools), and the keys that lead to a number.
 
-    def __init__(self, cluster: str, default_host: str | None) -> None:
-        self.cluster, self.default_host = cluster, default_host
+    One context serves every host of the cluster: a series without its own host
+    label (a node_exporter scrape relayed with ``?host=``) is resolved once with
+    the placeholder host ``DEFAULT_HOST`` and gets the request's default host when
+    its rows are built, so 4,000 nodes behind a few relays share their ~500
+    node_exporter series instead of each needing (and evicting) a context.
+    """
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
         self.heads: dict[str, int] = {}  # exposition line text up to its last '}'
         self.names: dict[str, int] = {}  # bare metric name (lines without labels)
         self.by_labels: dict[tuple, int] = {}  # (name, sorted labels)
+        self.hostless: dict[int, tuple] = {}  # series without a host label -> (name, labels)
         self.size = 0
         self.dcgm = np.empty(0, dtype=bool)
         self.scale = np.empty(0, dtype=np.float64)
@@ -153,13 +164,33 @@ class _TextSeries:
         self.pools: dict[str, dict[str, int]] = {c: {} for c in _Templates.COLUMNS}
         self.pool_arrays: dict[str, pa.Array | None] = {c: None for c in _Templates.COLUMNS}
 
+    def default_host_for(self, idx: np.ndarray, default_host: str | None) -> str | None:
+        """The host for this request's host-less series (``None`` when it has none); raises the
+        reference path's ``IngestError`` (for its first such sample) when it cannot have one."""
+        code = self.pools["host"].get(DEFAULT_HOST)
+        if code is None or not self.hostless:
+            return None
+        rows = np.flatnonzero(self.codes["host"][idx] == code)
+        if not len(rows):
+            return None
+        name, labels = self.hostless[int(idx[rows[0]])]
+        return _resolve(name, dict(labels), self.cluster, default_host or None).host
+
     def intern(self, name: str, labels: tuple[tuple[str, str], ...]) -> int:
         """Number of the series; resolves it the first time (``IngestError`` when it has no host)."""
         key = (name, labels)
         i = self.by_labels.get(key)
         if i is not None:
             return i
-        res = _resolve(name, dict(labels), self.cluster, self.default_host)
+        try:
+            res = _resolve(name, dict(labels), self.cluster, None)
+        except IngestError as exc:
+            if exc.field != "host":
+                raise
+            # No host label: the request's default host is filled in per request. A label that
+            # is there but unusable raises again here, whatever the default.
+            res = _resolve(name, dict(labels), self.cluster, "default-host")._replace(host=DEFAULT_HOST)
+            self.hostless[self.size] = key
         if self.size == len(self.dcgm):
             cap = max(1024, 2 * self.size)
 
@@ -188,18 +219,18 @@ class _TextSeries:
 
 
 _TEXT_SERIES_MAX = 1_000_000  # series (or keys) per context before it starts over
-_text_contexts: dict[tuple[str, str | None], _TextSeries] = {}
+DEFAULT_HOST = "\x00default host"  # placeholder, never stored: replaced by the request's host
+_text_contexts: dict[str, _TextSeries] = {}
 _text_lock = threading.Lock()  # web requests are threads; the tables grow in place
 
 
-def _text_series(cluster: str, default_host: str | None) -> _TextSeries:
+def _text_series(cluster: str) -> _TextSeries:
     """The context for this call; only swapped between calls, so numbers stay valid within one."""
-    key = (cluster, default_host)
-    t = _text_contexts.get(key)
+    t = _text_contexts.get(cluster)
     if t is None or max(t.size, len(t.heads), len(t.names)) > _TEXT_SERIES_MAX:
         if len(_text_contexts) >= 64:
             _text_contexts.clear()
-        t = _text_contexts[key] = _TextSeries(cluster, default_host)
+        t = _text_contexts[cluster] = _TextSeries(cluster)
     return t
 
 
@@ -446,8 +477,10 @@ def _scan_to_table(raw: bytes, scan: remote_write.RWScan, cluster: str) -> Norma
     return _build_coded(t, idx, scan.timestamps, scan.values)
 
 
-def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarray) -> NormalizeResult:
-    """``_build`` for template ids: same rows, drops and unknown names."""
+def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarray, *,
+                 host_for_default: str | None = None) -> NormalizeResult:
+    """``_build`` for template ids: same rows, drops and unknown names (``host_for_default``
+    stands in for the ``DEFAULT_HOST`` placeholder of a text context)."""
     n = len(vals)
     keep = ~np.isnan(vals)
     row_dcgm = t.dcgm[idx]
@@ -471,7 +504,10 @@ def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarra
 
     def column(col: str) -> pa.Array:
         codes = pa.array(t.codes[col][idx], type=pa.int32())
-        return pa.DictionaryArray.from_arrays(codes, t.pool_array(col)).cast(pa.string())
+        pool = t.pool_array(col)
+        if col == "host" and host_for_default is not None:
+            pool = pc.if_else(pc.equal(pool, DEFAULT_HOST), host_for_default, pool)
+        return pa.DictionaryArray.from_arrays(codes, pool).cast(pa.string())
 
     table = pa.Table.from_arrays(
         [pa.array(ts, type=pa.int64()).cast(schema.TS), *(column(c) for c in _Templates.COLUMNS),

@@ -479,3 +479,20 @@ _prom_values = st.sampled_from([" 1", "\t2.5", " NaN", " 1 5", " +Inf", "", " 1_
 def test_text_fast_path_always_agrees_with_the_reference(lines, values):
     text = "\n".join(line + (values[i] if not line.startswith("#") else "") for i, line in enumerate(lines))
     assert_same_text(text, default_host="d")
+
+
+def test_relayed_scrapes_of_many_hosts_share_one_text_context():
+    normalize._text_contexts.clear()
+    body = ('node_load1 0.5\nnode_hwmon_temp_celsius{chip="platform_coretemp_0",sensor="temp2"} 41\n'
+            'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="gpu-0007"} 55\n')
+    for h in range(300):  # more hosts than contexts used to be kept
+        got = prometheus_text_to_table(body, cluster="c", default_host=f"node-{h:04d}", default_ts_ms=TS)
+        want, _ = exposition_reference(body, "c", f"node-{h:04d}")
+        assert got.table.equals(want.table)
+        assert [r["host"] for r in got.table.to_pylist()] == [f"node-{h:04d}", f"node-{h:04d}", "gpu-0007"]
+    assert list(normalize._text_contexts) == ["c"]
+    assert normalize._text_contexts["c"].size == 3  # the host-less series are resolved once, not per host
+    with pytest.raises(IngestError) as exc:
+        prometheus_text_to_table(body, cluster="c", default_host=None, default_ts_ms=TS)
+    assert exc.value.field == "host" and "node_load1" in str(exc.value)
+    assert exposition_reference(body, "c")[1]["field"] == "host"
