@@ -32,10 +32,14 @@ def telemetry_store():
 
 @pytest.fixture
 def clean_store(telemetry_store):
-    """An empty store for this test."""
+    """An empty store for this test (and no memory of requests stored before it)."""
+    from telemetry.ingestion import group_commit
+
+    group_commit.reset()
     for table in TELEMETRY_TABLES:
         telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
     yield telemetry_store
+    group_commit.reset()
     for table in TELEMETRY_TABLES:
         telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
 

@@ -156,6 +156,8 @@ class _TextSeries:
         self.names: dict[str, int] = {}  # bare metric name (lines without labels)
         self.by_labels: dict[tuple, int] = {}  # (name, sorted labels)
         self.hostless: dict[int, tuple] = {}  # series without a host label -> (name, labels)
+        self.hostless_inventory: dict[int, list] = {}  # such series' inventory entries (placeholder host)
+        self.inventory_noted: set[tuple[str, int]] = set()  # (default host, series) already noted
         self.size = 0
         self.dcgm = np.empty(0, dtype=bool)
         self.scale = np.empty(0, dtype=np.float64)
@@ -174,7 +176,16 @@ class _TextSeries:
         if not len(rows):
             return None
         name, labels = self.hostless[int(idx[rows[0]])]
-        return _resolve(name, dict(labels), self.cluster, default_host or None).host
+        host = _resolve(name, dict(labels), self.cluster, default_host or None).host
+        if self.hostless_inventory:  # e.g. node_infiniband_info: the NIC belongs to this request's host
+            if len(self.inventory_noted) > 1_000_000:
+                self.inventory_noted.clear()
+            for i in np.unique(idx[rows]).tolist():
+                entries = self.hostless_inventory.get(i)
+                if entries and (host, i) not in self.inventory_noted:
+                    inventory.note([e._replace(host=host) for e in entries])
+                    self.inventory_noted.add((host, i))
+        return host
 
     def intern(self, name: str, labels: tuple[tuple[str, str], ...]) -> int:
         """Number of the series; resolves it the first time (``IngestError`` when it has no host)."""
@@ -189,8 +200,11 @@ class _TextSeries:
                 raise
             # No host label: the request's default host is filled in per request. A label that
             # is there but unusable raises again here, whatever the default.
-            res = _resolve(name, dict(labels), self.cluster, "default-host")._replace(host=DEFAULT_HOST)
+            with inventory.collecting() as found:  # noted per host instead (default_host_for)
+                res = _resolve(name, dict(labels), self.cluster, "default-host")._replace(host=DEFAULT_HOST)
             self.hostless[self.size] = key
+            if found:
+                self.hostless_inventory[self.size] = found
         if self.size == len(self.dcgm):
             cap = max(1024, 2 * self.size)
 

@@ -7,7 +7,10 @@ the benchmark all call these, so every path behaves the same:
   the table schema; a bad batch raises ``IngestError`` (line, field, reason)
   and leaves the store untouched.
 - Every insert goes through ``telemetry.writer.write`` with a de-duplication
-  token, so a retried identical batch adds no rows. Multi-table batches (sacct:
+  token, so a retried identical batch adds no rows. Samples (text and
+  remote-write) go through ``group_commit``: concurrent requests are stored as
+  one insert, each answered once its rows are stored, with an idempotency
+  record per request. Multi-table batches (sacct:
   jobs + job_hosts) use tokens derived from the input bytes, so a retry after a
   half-finished write completes it without duplicating the part that landed.
 - Store failures are not ``IngestError``: they propagate, and the HTTP layer
@@ -30,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry import schema, store, writer, xid
-from telemetry.ingestion import bulk, inventory, kernel_log, normalize, sacct
+from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, normalize, sacct
 from telemetry.ingestion.errors import IngestError
 
 
@@ -96,8 +99,9 @@ def _expired(table: pa.Table, column: str = "ts") -> int:
 def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag: str) -> IngestReport:
     """Write a parsed and normalised batch (the second half of ``ingest_prometheus_text``/``ingest_remote_write``)."""
     table = writer.conform("samples", result.table)  # validate before anything is sent
-    written = writer.write("samples", table, tag=tag)
-    rows = {"samples": written.rows}
+    # Stored together with the other requests queued meanwhile; returns once stored (see group_commit).
+    group_commit.committer("samples").submit(table, tag=tag)
+    rows = {"samples": table.num_rows}
     try:
         # GPU/NIC identity, driver and firmware from the labels of series seen for the first time
         rows.update(inventory.write(result.inventory))

@@ -1,0 +1,189 @@
+"""Group commit: concurrent pushes stored as few large inserts, each answered only once stored.
+
+An insert into the embedded store costs ~15 ms whatever its size (parse and plan, a part
+for ``samples`` and one per rollup view), so one insert per 2,000-sample push spends most of
+the time on fixed costs. ``GroupCommit.submit`` queues a request's rows and returns only
+after they are stored:
+
+- The first request thread that finds no insert running becomes the *leader*: it takes
+  everything queued (up to ``max_rows``), concatenates it and inserts it through
+  ``telemetry.writer.write`` (one block, split in parallel slices when large). Requests that
+  arrive meanwhile queue up behind it and the next leader stores them together. No extra
+  thread: while one insert runs, the other request threads decode their bodies.
+- ``submit`` returns only after the insert holding its rows returned; when that insert
+  raises, every request in it gets the exception (the HTTP layer answers 503 and senders
+  retry): nothing is acknowledged that was not stored.
+- **Idempotency record per request**: each request has a key (the content token of its
+  normalised rows, so an identical retry has the same key, while two scrapes without
+  timestamps received at different times do not). A key already stored within the record
+  window is answered without storing again; a key still queued or being inserted waits for
+  that attempt's outcome and stores nothing itself. Records are kept in this process for
+  ``record_window_s`` (default 1 h; Prometheus retries within minutes), at most
+  ``record_max`` keys (~150 bytes each). A group of one carries the request's own
+  de-duplication token, so the store's block de-duplication still catches a retry that
+  reaches another process or comes after a restart; a retry of a request that was stored
+  inside a larger group *and* reaches another process (or the window has passed) is stored
+  again -- at-least-once, never lost.
+- A failed insert records nothing: the retried requests are inserted again (if a large
+  insert failed after one of its slices landed, that slice's rows can be stored twice).
+
+One committer per process (``samples_committer``); with several web processes (production),
+each groups its own requests and the ClickHouse server merges further (``async_insert``).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pyarrow as pa
+
+from telemetry import writer
+
+
+@dataclass
+class _Entry:
+    key: str
+    table: pa.Table
+    tag: str
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+@dataclass
+class CommitStats:
+    commits: int = 0
+    requests: int = 0
+    rows: int = 0
+    duplicates: int = 0
+
+
+WriteFn = Callable[[str, pa.Table, str, str], object]
+
+
+def _default_write(table_name: str, table: pa.Table, token: str, tag: str) -> object:
+    return writer.write(table_name, table, token=token, tag=tag)
+
+
+class GroupCommit:
+    def __init__(self, table_name: str = "samples", *, max_rows: int = 400_000, record_window_s: float = 3600,
+                 record_max: int = 200_000, write: WriteFn | None = None) -> None:
+        self.table_name = table_name
+        self.max_rows = max_rows
+        self.record_window_s = record_window_s
+        self.record_max = record_max
+        self._write = write or _default_write
+        self._lock = threading.Lock()  # queue, records, in-flight map
+        self._commit_lock = threading.Lock()  # one leader (one insert) at a time
+        self._queue: list[_Entry] = []
+        self._inflight: dict[str, _Entry] = {}  # key -> the attempt storing it (queued or inserting)
+        self._stored: OrderedDict[str, float] = OrderedDict()  # key -> monotonic time stored
+        self.stats = CommitStats()
+
+    def submit(self, table: pa.Table, *, key: str | None = None, tag: str = "ingest") -> bool:
+        """Store ``table`` (already conformed) as part of a group; return once it is stored.
+
+        True when this call's rows were stored by this call or the attempt it joined, False when
+        the same request had already been stored (a retry). Raises what the insert raised.
+        """
+        if table.num_rows == 0:
+            return True
+        key = key or writer.content_token(table)
+        with self._lock:
+            self._expire()
+            if key in self._stored:
+                self.stats.duplicates += 1
+                return False
+            entry = self._inflight.get(key)
+            joined = entry is not None
+            if not joined:
+                entry = self._inflight[key] = _Entry(key, table, tag)
+                self._queue.append(entry)
+            else:
+                self.stats.duplicates += 1
+        while not entry.done.is_set():
+            with self._commit_lock:
+                if entry.done.is_set():
+                    break
+                self._commit_once()
+        if entry.error is not None:
+            raise entry.error
+        return True
+
+    def _take(self) -> list[_Entry]:
+        with self._lock:
+            batch, rows = [], 0
+            while self._queue and (not batch or rows + self._queue[0].table.num_rows <= self.max_rows):
+                e = self._queue.pop(0)
+                batch.append(e)
+                rows += e.table.num_rows
+            return batch
+
+    def _commit_once(self) -> None:
+        batch = self._take()
+        if not batch:
+            return
+        try:
+            if len(batch) == 1:
+                table, token = batch[0].table, batch[0].key
+            else:
+                table = pa.concat_tables([e.table for e in batch])
+                digest = hashlib.blake2b(digest_size=16)
+                for e in batch:
+                    digest.update(e.key.encode())
+                token = "group:" + digest.hexdigest()
+            self._write(self.table_name, table, token, batch[0].tag if len(batch) == 1 else "ingest:group")
+        except BaseException as exc:  # every request of the group fails: none is acknowledged
+            with self._lock:
+                for e in batch:
+                    e.error = exc
+                    self._inflight.pop(e.key, None)
+                    e.done.set()
+            return
+        now = time.monotonic()
+        with self._lock:
+            self.stats.commits += 1
+            self.stats.requests += len(batch)
+            self.stats.rows += table.num_rows
+            for e in batch:
+                self._stored[e.key] = now
+                self._inflight.pop(e.key, None)
+                e.table = None  # the rows are stored: drop the reference
+                e.done.set()
+            while len(self._stored) > self.record_max:
+                self._stored.popitem(last=False)
+
+    def _expire(self) -> None:
+        cutoff = time.monotonic() - self.record_window_s
+        stored = self._stored
+        while stored:
+            key, at = next(iter(stored.items()))
+            if at >= cutoff:
+                break
+            stored.popitem(last=False)
+
+    def queued_rows(self) -> int:
+        with self._lock:
+            return sum(e.table.num_rows for e in self._queue)
+
+
+_committers: dict[str, GroupCommit] = {}
+_committers_lock = threading.Lock()
+
+
+def committer(table_name: str = "samples") -> GroupCommit:
+    """This process's group committer for ``table_name``."""
+    with _committers_lock:
+        c = _committers.get(table_name)
+        if c is None:
+            c = _committers[table_name] = GroupCommit(table_name)
+        return c
+
+
+def reset() -> None:
+    """Forget every committer (tests: a fresh store means fresh records)."""
+    with _committers_lock:
+        _committers.clear()
