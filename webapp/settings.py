@@ -78,7 +78,10 @@ JOB_TIME_LIMIT_S = envint("PRECURSOR_JOB_TIME_LIMIT_S", 3900, minimum=1)
 
 # --- limits ----------------------------------------------------------------
 INGEST_MAX_BODY_BYTES = envint("PRECURSOR_INGEST_MAX_BODY_BYTES", 64 * 1024 * 1024, minimum=1024)
-INGEST_RATE_PER_MINUTE = envint("PRECURSOR_INGEST_RATE_PER_MINUTE", 600, minimum=1)
+# Requests per minute per ingest token. 30,000/min = 500 requests/s: at Prometheus' 2,000
+# samples per remote-write request 1 M samples/s, at 500-sample scrapes 250,000 samples/s;
+# one Prometheus for a 4,000-node fleet (600 k samples/s at 300 series / 2 s) needs ~18,000.
+INGEST_RATE_PER_MINUTE = envint("PRECURSOR_INGEST_RATE_PER_MINUTE", 30_000, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES
 
 INSTALLED_APPS = [

@@ -242,32 +242,20 @@ def _position_keys(n: int) -> tuple[np.ndarray, np.ndarray]:
 class _Words:
     """Unaligned little-endian 8-byte reads from a byte buffer, zeros past its end.
 
-    Two aligned word gathers per read touch one or two cache lines, where a
-    fancy index per byte would touch them eight times.
+    One view of the (zero-padded) buffer with a stride of one byte holds the 8-byte word
+    starting at every offset, so a read is a single gather.
     """
 
     def __init__(self, a: np.ndarray) -> None:
         n = len(a)
         self.n = n
-        self.full = n // 8
-        self.words = a[: self.full * 8].view("<u8")
-        tail = a[self.full * 8 :].tobytes() + bytes(24 - n % 8)
-        self.tail = np.frombuffer(tail, dtype="<u8")  # the partial last word and zero padding
-
-    def _word(self, q: np.ndarray) -> np.ndarray:
-        out = self.words[np.minimum(q, self.full - 1)] if self.full else np.zeros(len(q), np.uint64)
-        past = q >= self.full
-        if past.any():
-            out[past] = self.tail[np.minimum(q[past] - self.full, len(self.tail) - 1)]
-        return out
+        padded = np.zeros(n + 16, dtype=np.uint8)
+        padded[:n] = a
+        self._buf = padded  # keeps the memory of the view alive
+        self.at = np.ndarray(shape=(n + 8,), dtype="<u8", buffer=padded, offset=0, strides=(1,))
 
     def read(self, pos: np.ndarray) -> np.ndarray:
-        q = pos >> 3
-        r = (pos & 7).astype(np.uint64) * np.uint64(8)
-        out = self._word(q) >> r
-        # hi << (64 - r), written so that r == 0 adds nothing (a 64-bit shift is undefined)
-        out |= (self._word(q + 1) << np.uint64(1)) << (np.uint64(63) - r)
-        return out
+        return self.at[pos]
 
 
 def _byte(word: np.ndarray, k: int) -> np.ndarray:

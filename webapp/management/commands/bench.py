@@ -12,7 +12,13 @@ import webapp.benchmarks as benchmarks
 
 
 def available() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if not m.name.startswith("_"))
+    """Benchmark names: module ``ingest_fleet`` is ``bench ingest-fleet``."""
+    return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(benchmarks.__path__)
+                  if not m.name.startswith("_"))
+
+
+def _module(name: str):
+    return importlib.import_module(f"webapp.benchmarks.{name.replace('-', '_')}")
 
 
 class Command(BaseCommand):
@@ -21,7 +27,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="name", required=True)
         for name in available():
-            module = importlib.import_module(f"webapp.benchmarks.{name}")
+            module = _module(name)
             p = sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else name)
             p.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
             module.add_arguments(p)
@@ -29,7 +35,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         from telemetry import store
 
-        module = importlib.import_module(f"webapp.benchmarks.{opts['name']}")
+        module = _module(opts["name"])
 
         def progress(message: str) -> None:
             if not opts["json"]:

@@ -1,0 +1,33 @@
+"""`bench ingest-fleet`: its hand-assembled remote-write bodies are what the reference decoder
+reads (labels as dcgm-exporter + Prometheus send them, one sample per series), and the command
+knows the benchmark by its dashed name."""
+from __future__ import annotations
+
+import numpy as np
+
+from telemetry.ingestion.remote_write import decode_write_request
+from webapp.benchmarks import ingest_fleet
+from webapp.management.commands import bench
+
+
+def test_the_fleet_bodies_decode_to_the_series_they_claim():
+    fleet = ingest_fleet.Fleet(hosts=3, node_series=100, seed=1)
+    assert len(fleet) == 3 * (8 * 25 + 100)
+    idx = np.array([0, 5, 199, 200, 299, 599])
+    t0 = 1_790_000_000_000
+    series = decode_write_request(fleet.body(idx, t0, rnd=2))
+    assert len(series) == 6
+    first = dict(series[0].labels)
+    assert first["__name__"].startswith("DCGM_FI_") and first["Hostname"] == "gpu-0000"
+    assert {"gpu", "UUID", "pci_bus_id", "device", "modelName", "instance", "job"} <= set(first)
+    assert dict(series[4].labels)["job"] == "node" and dict(series[4].labels)["instance"] == "gpu-0000:9100"
+    for s, i in zip(series, idx.tolist()):
+        assert s.timestamps == [t0 + 2 * ingest_fleet.STEP_MS + int(fleet.offset_ms[i])]
+        assert s.values[0] != 0.0
+    later = decode_write_request(fleet.body(idx, t0, rnd=3))
+    assert all(b.timestamps[0] > a.timestamps[0] for a, b in zip(series, later))
+
+
+def test_the_bench_command_names_the_module_with_a_dash():
+    assert "ingest-fleet" in bench.available() and "ingest" in bench.available()
+    assert bench._module("ingest-fleet") is ingest_fleet
