@@ -84,23 +84,40 @@ def _insert_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def _insert(table_name: str, table: pa.Table, token: str, tag: str) -> None:
+# A ClickHouse server merges small inserts from many web processes itself when asked to:
+# async_insert buffers them server-side, wait_for_async_insert answers only once the buffer
+# holding the rows is written (so a 2xx still means stored), async_insert_deduplicate keeps
+# the de-duplication tokens working on Replicated tables. chDB ignores these settings.
+ASYNC_INSERT_SETTINGS = {"async_insert": 1, "wait_for_async_insert": 1, "async_insert_deduplicate": 1}
+
+
+def insert_settings(table_name: str, token: str, tag: str, *, async_insert: bool = False) -> dict:
     settings = {
         "insert_deduplication_token": f"{table_name}:{token}",
         "deduplicate_blocks_in_dependent_materialized_views": 1,
         "log_comment": tag,
     }
+    if async_insert:
+        settings.update(ASYNC_INSERT_SETTINGS)
+    return settings
+
+
+def _insert(table_name: str, table: pa.Table, token: str, tag: str, async_insert: bool = False) -> None:
+    settings = insert_settings(table_name, token, tag, async_insert=async_insert)
     store.get_client().insert_arrow(table_name, table, settings=settings)
 
 
-def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: str = "writer") -> WriteResult:
+def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: str = "writer",
+          async_insert: bool = False) -> WriteResult:
+    """Conform and insert ``table`` (``async_insert``: let a ClickHouse server batch it further,
+    answering once stored; see ``ASYNC_INSERT_SETTINGS``)."""
     table = conform(table_name, table)
     if table.num_rows == 0:
         return WriteResult(table_name, 0, "")
     token = token or content_token(table)
     n = table.num_rows
-    if n < PARALLEL_MIN_ROWS:
-        _insert(table_name, table, token, tag)
+    if n < PARALLEL_MIN_ROWS or async_insert:
+        _insert(table_name, table, token, tag, async_insert)
         return WriteResult(table_name, n, token)
     size = -(-n // PARALLEL_SLICES)
     parts = [(table.slice(i, size), f"{token}:{k}/{PARALLEL_SLICES}") for k, i in enumerate(range(0, n, size))]

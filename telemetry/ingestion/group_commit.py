@@ -27,12 +27,15 @@ after they are stored:
 - A failed insert records nothing: the retried requests are inserted again (if a large
   insert failed after one of its slices landed, that slice's rows can be stored twice).
 
-One committer per process (``samples_committer``); with several web processes (production),
-each groups its own requests and the ClickHouse server merges further (``async_insert``).
+One committer per process (``committer()``); with several web processes (production),
+each groups its own requests and, against a ClickHouse server, inserts them with
+``async_insert=1, wait_for_async_insert=1`` so the server merges the groups of all
+processes further and still answers only once they are written (``use_async_insert``).
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -41,7 +44,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from telemetry import writer
+from telemetry import store, writer
 
 
 @dataclass
@@ -64,8 +67,19 @@ class CommitStats:
 WriteFn = Callable[[str, pa.Table, str, str], object]
 
 
+def use_async_insert() -> bool:
+    """``PRECURSOR_INGEST_ASYNC_INSERT``: ``auto`` (default) = on when the store is a ClickHouse
+    server (several web processes' groups are merged again server-side), off for chDB."""
+    mode = os.environ.get("PRECURSOR_INGEST_ASYNC_INSERT", "auto").strip().lower()
+    if mode in ("1", "true", "yes", "on"):
+        return True
+    if mode in ("0", "false", "no", "off"):
+        return False
+    return not store.config().embedded
+
+
 def _default_write(table_name: str, table: pa.Table, token: str, tag: str) -> object:
-    return writer.write(table_name, table, token=token, tag=tag)
+    return writer.write(table_name, table, token=token, tag=tag, async_insert=use_async_insert())
 
 
 class GroupCommit:

@@ -112,3 +112,19 @@ def test_an_insert_that_fails_acknowledges_none_of_its_requests(clean_store):
     assert gc.submit(a) is True and gc.submit(b) is True
     assert rows_by_host() == {"h-first": 3, "h-a": 4, "h-b": 6}
 
+
+
+def test_async_insert_is_asked_of_a_server_and_never_of_the_embedded_engine(monkeypatch):
+    from telemetry.ingestion import group_commit
+
+    monkeypatch.delenv("PRECURSOR_INGEST_ASYNC_INSERT", raising=False)
+    monkeypatch.setattr(store, "_config", store.StoreConfig(dsn="chdb:///tmp/x"))
+    assert group_commit.use_async_insert() is False
+    monkeypatch.setattr(store, "_config", store.StoreConfig(dsn="https://u:p@ch.example.org:8443/db"))
+    assert group_commit.use_async_insert() is True
+    monkeypatch.setenv("PRECURSOR_INGEST_ASYNC_INSERT", "off")
+    assert group_commit.use_async_insert() is False
+    s = writer.insert_settings("samples", "tok", "t", async_insert=True)
+    assert s["async_insert"] == 1 and s["wait_for_async_insert"] == 1  # a 2xx still means stored
+    assert s["insert_deduplication_token"] == "samples:tok"
+    assert "async_insert" not in writer.insert_settings("samples", "tok", "t")
