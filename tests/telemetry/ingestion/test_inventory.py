@@ -101,3 +101,17 @@ def test_an_xid_logged_before_the_gpu_was_scraped_still_names_its_gpu_in_the_inb
     service.ingest_prometheus_text(exposition("inv-t4"), "c1", default_ts_ms=NOW)
     row = interruptions.list_interruptions(interruptions.InterruptionQuery(cluster="c1")).rows[0]
     assert row.events[0].label == "XID 79 gpu0@inv-t4"
+
+
+def test_relayed_scrapes_without_host_labels_keep_each_hosts_own_nic(clean_store):
+    # node_exporter scrapes forwarded with ?host=: one label set shared by every host of the cluster.
+    body = ('node_infiniband_info{board_id="MT_0000000838",device="mlx5_0",firmware_version="28.39.1002",'
+            'hca_type="MT4129"} 1\nnode_load1 0.5\n')
+    for host in ("inv-h1", "inv-h2"):
+        report = service.ingest_prometheus_text(body, "c1", default_host=host, default_ts_ms=NOW)
+        assert report.rows["components"] == 1
+    assert service.ingest_prometheus_text(body, "c1", default_host="inv-h1", default_ts_ms=NOW + 1).rows.get(
+        "components", 0) == 0  # already known for that host: nothing new to write
+    for host in ("inv-h1", "inv-h2"):
+        assert components(host) == [("mlx5_0", "nic", "MT4129", "", "", "", "28.39.1002")]
+    assert components("default-host") == []
