@@ -15,16 +15,13 @@ rate (``Retry-After``), 413 body over ``INGEST_MAX_BODY_BYTES`` (from
 Content-Length before reading, then the actual body), 415 wrong content
 type/encoding, 400 bad data (JSON naming line, field, reason; nothing stored),
 503 store unavailable (transient: senders retry). Success: 200 with the ingest
-report, 204 (empty) for remote-write as its spec asks.
+report, 204 (empty) for remote-write as its spec asks. The rate limit and the bounded body read
+live in investigations/ingest_limits.py; the parsers and writers in telemetry/ingestion.
 """
 from __future__ import annotations
 
 import base64
-import gzip
 import logging
-import threading
-import time
-import zlib
 from datetime import datetime
 
 from django.conf import settings
@@ -33,9 +30,11 @@ from ninja import Router
 from ninja.security.base import AuthBase
 
 from investigations import tokens
+from investigations.ingest_limits import Refused, error_response as _error, read_body
 from telemetry import store
 from telemetry.ingestion import service
 from telemetry.ingestion.errors import IngestError
+from telemetry.queries import overview
 
 log = logging.getLogger(__name__)
 
@@ -72,112 +71,11 @@ class IngestTokenAuth(AuthBase):
 token_auth = IngestTokenAuth()
 
 
-# --- rate limit --------------------------------------------------------------------------
-
-
-class RateLimiter:
-    """Fixed one-minute windows per token: in Redis when configured (shared by all
-    web processes), else in this process's memory."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._counts: dict[tuple[int, int], int] = {}
-        self._redis = None
-
-    def _redis_client(self):
-        if self._redis is None and settings.REDIS_URL:
-            import redis
-
-            self._redis = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
-        return self._redis
-
-    def hit(self, token_id: int, limit: int) -> int:
-        """0 when allowed, else the seconds until the window resets."""
-        now = time.time()
-        window = int(now // 60)
-        retry_after = max(1, int(60 - now % 60))
-        client = self._redis_client()
-        if client is not None:
-            key = f"precursor:ingest-rate:{token_id}:{window}"
-            try:
-                pipe = client.pipeline()
-                pipe.incr(key)
-                pipe.expire(key, 120)
-                count = pipe.execute()[0]
-                return 0 if count <= limit else retry_after
-            except Exception:  # a Redis hiccup must not stop telemetry; fall back to this process's count
-                log.warning("ingest rate limiter: Redis unavailable, counting in memory", exc_info=True)
-        with self._lock:
-            if len(self._counts) > 10_000:
-                self._counts = {k: v for k, v in self._counts.items() if k[1] == window}
-            key2 = (token_id, window)
-            self._counts[key2] = self._counts.get(key2, 0) + 1
-            return 0 if self._counts[key2] <= limit else retry_after
-
-    def reset(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-
-rate_limiter = RateLimiter()
-
-
 # --- helpers -----------------------------------------------------------------------------
-
-
-def _error(status: int, error: str, *, line=None, field=None, reason=None, headers: dict | None = None) -> JsonResponse:
-    response = JsonResponse(
-        {"error": error, "line": line, "field": field, "reason": reason if reason is not None else error},
-        status=status,
-    )
-    for key, value in (headers or {}).items():
-        response[key] = value
-    return response
 
 
 def _rejected(exc: IngestError) -> JsonResponse:
     return _error(400, f"batch rejected, nothing stored: {exc}", line=exc.line, field=exc.field, reason=exc.reason)
-
-
-class _Refused(Exception):
-    def __init__(self, response: HttpResponse):
-        self.response = response
-
-
-def _body(request: HttpRequest, *, allow_gzip: bool = False) -> bytes:
-    """The request body within the size limit, after the rate check."""
-    limit = settings.INGEST_MAX_BODY_BYTES
-    retry_after = rate_limiter.hit(request.ingest_token.pk, settings.INGEST_RATE_PER_MINUTE)
-    if retry_after:
-        raise _Refused(_error(429, f"rate limit of {settings.INGEST_RATE_PER_MINUTE} requests per minute for this "
-                                   "token exceeded", headers={"Retry-After": str(retry_after)}))
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    try:
-        declared_n = int(declared)
-    except ValueError:
-        raise _Refused(_error(400, f"bad Content-Length {declared!r}", field="Content-Length")) from None
-    if declared_n > limit:
-        raise _Refused(_error(413, f"body of {declared_n} bytes is over the limit of {limit} bytes",
-                              field="body", reason="too large: split the batch"))
-    # Read the stream ourselves: request.body would refuse (400) past DATA_UPLOAD_MAX_MEMORY_SIZE.
-    data = request.read(limit + 1)
-    if len(data) > limit:
-        raise _Refused(_error(413, f"body over the limit of {limit} bytes", field="body",
-                              reason="too large: split the batch"))
-    encoding = request.headers.get("Content-Encoding", "").strip().lower()
-    if allow_gzip and encoding in ("gzip", "x-gzip"):
-        try:
-            dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            data = dec.decompress(data, limit + 1)
-            if len(data) > limit or dec.unconsumed_tail:
-                raise _Refused(_error(413, f"decompressed body over the limit of {limit} bytes", field="body",
-                                      reason="too large: split the batch"))
-        except (zlib.error, gzip.BadGzipFile) as exc:
-            raise _Refused(_error(400, f"body is not valid gzip: {exc}", field="Content-Encoding")) from None
-    elif allow_gzip and encoding not in ("", "identity"):
-        raise _Refused(_error(415, f"unsupported Content-Encoding {encoding!r} (use gzip or none)",
-                              field="Content-Encoding"))
-    return data
 
 
 def _text(data: bytes) -> str:
@@ -224,8 +122,8 @@ def _ts_param(request: HttpRequest, name: str = "ts") -> int | None:
 def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status: int = 200):
     """Body -> parse+validate -> write, mapping each failure to its status code."""
     try:
-        data = _body(request, allow_gzip=allow_gzip)
-    except _Refused as refused:
+        data = read_body(request, allow_gzip=allow_gzip)
+    except Refused as refused:
         return refused.response
     try:
         report = work(data)
@@ -347,19 +245,6 @@ def ingest_stats(request):
     """Rows per metric in ``samples`` and rows in the other tables, for ``cluster``."""
     cluster = _cluster(request)
     try:
-        metrics = store.query_rows(
-            "SELECT metric, count(), toUnixTimestamp64Milli(max(ts)) FROM samples "
-            "WHERE cluster = {cluster:String} GROUP BY metric ORDER BY metric",
-            {"cluster": cluster}, tag="ingest:stats", timeout_s=20)
-        tables = {}
-        for table in ("events", "jobs", "job_hosts"):
-            tables[table] = store.query_rows(
-                f"SELECT count() FROM {table} WHERE cluster = {{cluster:String}}",
-                {"cluster": cluster}, tag="ingest:stats", timeout_s=20)[0][0]
+        return overview.ingest_stats(cluster)
     except (store.StoreLocked, store.StoreUnavailable) as exc:
         return _error(503, f"telemetry store unavailable: {exc}", headers={"Retry-After": "10"})
-    return {
-        "cluster": cluster,
-        "samples": {m: {"rows": n, "last_ts_ms": last} for m, n, last in metrics},
-        "tables": tables,
-    }

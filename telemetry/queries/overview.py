@@ -43,3 +43,27 @@ def events_per_kind(timeout_s: int | None = None) -> list[dict]:
         timeout_s=timeout_s,
     )
     return [{"kind": k, "events": int(n)} for k, n in rows]
+
+
+def ingest_stats(cluster: str) -> dict:
+    """What has landed for one cluster: rows and last timestamp per metric, rows per other table
+    (GET /api/ingest/stats lets a sender check its data arrived)."""
+    metrics = store.query_rows(
+        "SELECT metric, count(), toUnixTimestamp64Milli(max(ts)) FROM samples "
+        "WHERE cluster = {cluster:String} GROUP BY metric ORDER BY metric",
+        {"cluster": cluster}, tag="ingest:stats", timeout_s=20)
+    tables = {}
+    for table in ("events", "jobs", "job_hosts"):
+        tables[table] = store.query_rows(
+            f"SELECT count() FROM {table} WHERE cluster = {{cluster:String}}",
+            {"cluster": cluster}, tag="ingest:stats", timeout_s=20)[0][0]
+    return {
+        "cluster": cluster,
+        "samples": {m: {"rows": n, "last_ts_ms": last} for m, n, last in metrics},
+        "tables": tables,
+    }
+
+
+def sample_count() -> int:
+    """Rows in ``samples`` (``manage.py has_telemetry``: is there anything to show yet?)."""
+    return int(store.query_rows("SELECT count() FROM samples", tag="has_telemetry")[0][0])

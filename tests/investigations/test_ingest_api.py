@@ -13,7 +13,7 @@ import cramjam
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from investigations.ingest_api import rate_limiter
+from investigations.ingest_limits import rate_limiter
 from investigations.tokens import ApiToken, create_token
 from telemetry import catalog, store
 from telemetry.ingestion.remote_write import RWSeries, encode_write_request

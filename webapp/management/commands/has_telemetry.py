@@ -4,6 +4,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from telemetry import store
+from telemetry.queries import overview
 
 
 class Command(BaseCommand):
@@ -14,7 +15,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         try:
-            count = store.query_rows("SELECT count() FROM samples", tag="has_telemetry")[0][0]
+            count = overview.sample_count()
         except (store.StoreLocked, store.StoreUnavailable) as exc:
             raise CommandError(str(exc)) from None
         if not opts["quiet"]:
