@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 
 class BackgroundJob(models.Model):
@@ -110,12 +111,12 @@ class Case(models.Model):
         return f"Case #{self.pk} {self.cluster}/{self.job_id}"
 
     def get_absolute_url(self) -> str:
-        return f"/cases/{self.pk}/"
+        return reverse("case", args=[self.pk])
 
     @property
     def current_verdict(self):
         """Newest verdict row, or None: history is every row, nothing is overwritten."""
-        return self.verdicts.order_by("-created_at", "-pk").first()
+        return self.verdicts.newest_first().first()
 
 
 class Hypothesis(models.Model):
@@ -153,7 +154,7 @@ class Hypothesis(models.Model):
         return f"H{self.pk}"
 
     def get_absolute_url(self) -> str:
-        return f"/hypotheses/{self.pk}/"
+        return reverse("hypothesis", args=[self.pk])
 
     @property
     def signal_text(self) -> str:
@@ -189,8 +190,25 @@ class AppendOnly(Exception):
     pass
 
 
+class VerdictQuerySet(models.QuerySet):
+    def newest_first(self):
+        return self.order_by("-created_at", "-pk")
+
+    def current(self) -> dict[int, "Verdict"]:
+        """The one definition of a case's current verdict: its newest row (by time, then id).
+        Returns {case_id: verdict} for the cases in this queryset that have one."""
+        found: dict[int, Verdict] = {}
+        for v in self.order_by("case_id", "-created_at", "-pk"):
+            found.setdefault(v.case_id, v)
+        return found
+
+    def current_for(self, case_ids) -> dict[int, "Verdict"]:
+        return self.filter(case_id__in=list(case_ids)).current()
+
+
 class Verdict(models.Model):
-    """A judgement on a case. Rows are never updated or deleted; the newest row is current."""
+    """A judgement on a case. Rows are never updated or deleted; the newest row is current
+    (``Verdict.objects.current()`` / ``Case.current_verdict``)."""
 
     class Kind(models.TextChoices):
         CONFIRMED = "confirmed"
@@ -205,6 +223,8 @@ class Verdict(models.Model):
     rationale = models.TextField()
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = VerdictQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-pk"]

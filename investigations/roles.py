@@ -3,6 +3,7 @@ admin (everything, plus the audit log and user management). Stored as Django gro
 from __future__ import annotations
 
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 
 ROLES = ("viewer", "investigator", "admin")
 
@@ -36,3 +37,17 @@ def can_investigate(user) -> bool:
 
 def is_admin(user) -> bool:
     return role_of(user) == "admin"
+
+
+def require_investigator(user, what: str) -> None:
+    """The one role check before a change: viewers read, investigators and admins change things.
+    Pages, the API and every service verb call it (PermissionDenied -> HTTP 403)."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        raise PermissionDenied(f"{what} needs a logged-in user")
+    if not can_investigate(user):
+        raise PermissionDenied(f"{what} needs the investigator role")
+
+
+def require_admin(user, what: str) -> None:
+    if not is_admin(user):
+        raise PermissionDenied(f"{what} needs the admin role")

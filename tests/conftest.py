@@ -20,6 +20,14 @@ def shared_file(name: str) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def collected_static(django_db_blocker):
+    """STATIC_ROOT filled as `serve` fills it at start-up, so WhiteNoise serves what it serves live."""
+    from django.core.management import call_command
+
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
 @pytest.fixture(scope="session")
 def telemetry_store():
     """The session's chDB store with every migration applied. No retention: the real

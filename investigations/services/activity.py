@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 
 from investigations.models import AuditEvent, CaseHypothesis
-from investigations.roles import can_investigate, is_admin
+from investigations.roles import require_admin
 
 AUDIT_LOG_MAX = 1000
 
@@ -31,13 +30,6 @@ def _json_safe(value):
         return value.pk
     return str(value)
 
-
-def require_investigator(user, what: str) -> None:
-    """Every verb starts here: viewers read, investigators and admins change things."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        raise PermissionDenied(f"{what} needs a logged-in user")
-    if not can_investigate(user):
-        raise PermissionDenied(f"{what} needs the investigator role")
 
 
 def record(actor, verb: str, case=None, hypothesis=None, **data) -> AuditEvent:
@@ -75,8 +67,7 @@ def audit_log(user, *, actor=None, verb: str | None = None, case=None, hypothesi
               limit: int = 200, offset: int = 0) -> list[AuditEvent]:
     """Admins only: events newest first, filtered. ``actor`` is a user or a username;
     ``verb`` matches exactly, or a prefix when it ends with '.' ("verdict.")."""
-    if not is_admin(user):
-        raise PermissionDenied("the audit log needs the admin role")
+    require_admin(user, "the audit log")
     if not (1 <= limit <= AUDIT_LOG_MAX):
         raise ValueError(f"limit {limit}: must be between 1 and {AUDIT_LOG_MAX}")
     if offset < 0:

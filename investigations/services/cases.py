@@ -7,7 +7,7 @@ from django.db.models import Q
 
 from investigations.models import Case
 from investigations.services import activity
-from investigations.services.activity import require_investigator
+from investigations.roles import require_investigator
 from telemetry.queries.interruptions import MAX_HOSTS_LISTED, get_interruption
 
 CASE_STATUSES = tuple(Case.Status.values)

@@ -6,7 +6,7 @@ from django.db import transaction
 
 from investigations.models import Case, Comment, Hypothesis
 from investigations.services import activity
-from investigations.services.activity import require_investigator
+from investigations.roles import require_investigator
 
 MAX_BODY = 10000
 

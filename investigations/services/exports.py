@@ -36,7 +36,7 @@ from django.db import transaction
 
 from investigations.models import BackgroundJob, Case, Verdict
 from investigations.services import jobs
-from investigations.services.activity import require_investigator
+from investigations.roles import require_investigator
 from investigations.services.jobs import JobContext, job_kind
 from telemetry.queries import signal_scan, signal_test
 
@@ -72,10 +72,7 @@ def _current(kinds, cluster: str | None) -> list[tuple[Case, Verdict]]:
     cases = Case.objects.all()
     if cluster:
         cases = cases.filter(cluster=cluster)
-    by_case: dict[int, Verdict] = {}
-    for v in (Verdict.objects.filter(case__in=cases).select_related("case", "hypothesis")
-              .order_by("case_id", "-created_at", "-pk")):
-        by_case.setdefault(v.case_id, v)
+    by_case = Verdict.objects.filter(case__in=cases).select_related("case", "hypothesis").current()
     return [(v.case, v) for v in by_case.values() if v.kind in kinds]
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from django.db import transaction
+from django.db.models import Q
 
 from investigations.models import BackgroundJob, Hypothesis
 from investigations.services import jobs
-from investigations.services.activity import require_investigator
+from investigations.roles import require_investigator
 from investigations.services.jobs import JobContext, job_kind
 from investigations.services.records import TEST_KIND
 from telemetry.queries import signal_test
@@ -47,6 +48,12 @@ def start_test(user, h: Hypothesis, *, cluster: str | None = None, days: int | N
     params = {"hypothesis_id": h.pk, "cluster": cluster, "days": days}
     with transaction.atomic():
         return jobs.start_job(TEST_KIND, params, user=user)
+
+
+def tests_of(h: Hypothesis):
+    """The hypothesis's fleet-test jobs, newest first."""
+    return (BackgroundJob.objects.filter(Q(params__hypothesis_id=h.pk) | Q(params__hypothesis_id=str(h.pk)),
+                                         kind=TEST_KIND).order_by("-created_at"))
 
 
 @job_kind(TEST_KIND)

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 
 from investigations.models import COMPONENT_SCOPES, CONDITIONS, OPERATORS, Case, CaseHypothesis, Hypothesis
 from investigations.services import activity
-from investigations.services.activity import require_investigator
+from investigations.roles import require_investigator
 from telemetry import catalog
 
 STATUSES = tuple(Hypothesis.Status.values)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db.models import Q
+from django.urls import reverse
 
 from investigations.models import BackgroundJob, CaseHypothesis, Hypothesis, Verdict
 from telemetry.stats import jeffreys_interval
@@ -75,7 +76,7 @@ def _test_summary(job: BackgroundJob) -> dict:
         "p": result.get("p", result.get("p_value")),
         "q": result.get("q"),
         "finished_at": job.finished_at,
-        "url": f"/jobs/{job.pk}/",
+        "url": reverse("job", args=[job.pk]),
     }
 
 
@@ -105,10 +106,8 @@ def track_records(hypotheses) -> dict[int, TrackRecord]:
         return {}
     links = list(CaseHypothesis.objects.filter(hypothesis_id__in=ids).values_list("hypothesis_id", "case_id"))
     case_ids = {c for _, c in links}
-    current: dict[int, tuple[str, int | None]] = {}
-    for case_id, kind, hid in (Verdict.objects.filter(case_id__in=case_ids).order_by("case_id", "-created_at", "-pk")
-                               .values_list("case_id", "kind", "hypothesis_id")):
-        current.setdefault(case_id, (kind, hid))  # first row per case is its newest
+    current = {case_id: (v.kind, v.hypothesis_id)
+               for case_id, v in Verdict.objects.only("case_id", "kind", "hypothesis_id").current_for(case_ids).items()}
     tests = latest_tests(ids)
     tallies = {hid: {"confirmed": [], "false_positive": [], "inconclusive": 0, "linked": 0, "undecided": 0,
                      "other_cause": 0} for hid in ids}

@@ -12,15 +12,13 @@ from django.db import transaction
 
 from investigations.models import BackgroundJob, Hypothesis
 from investigations.services import hypotheses, jobs
-from investigations.services.activity import require_investigator
+from investigations.roles import require_investigator
 from investigations.services.fleet_tests import MAX_DAYS
 from investigations.services.jobs import JobContext, job_kind
-from telemetry import catalog
+from telemetry import catalog, rules
 from telemetry.queries import signal_scan, signal_test
 
 SCAN_KIND = "signal_scan"
-SCOPE_OF_COMPONENT = {"gpu": "gpu", "nvswitch": "nvswitch", "nic": "nic", "psu": "psu", "fan": "fan", "disk": "disk",
-                      "job": "job"}
 
 
 def _params(outcome: str, lead_window_s, days, cluster) -> dict:
@@ -90,6 +88,6 @@ def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
                  f"{metric} runs {'higher' if higher else 'lower'} in the {lead_h:g} h before {outcome} "
                  f"(signal scan, job {job.pk})")
     return hypotheses.pin_hypothesis(
-        user, statement=statement, metric=metric, component_scope=SCOPE_OF_COMPONENT.get(m.component, "host"),
+        user, statement=statement, metric=metric, component_scope=rules.scope_of_component(m.component),
         condition="rate" if m.is_counter else "threshold", operator=">" if higher else "<", threshold=threshold,
         lead_window_s=int(job.params["lead_window_s"]), outcome=outcome)

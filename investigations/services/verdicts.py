@@ -10,7 +10,7 @@ from django.db import transaction
 
 from investigations.models import Case, CaseHypothesis, Hypothesis, Verdict
 from investigations.services import activity
-from investigations.services.activity import require_investigator
+from investigations.roles import require_investigator
 
 KINDS = tuple(Verdict.Kind.values)
 MAX_RATIONALE = 10000
@@ -55,4 +55,4 @@ def current_verdict(case: Case) -> Verdict | None:
 
 def verdict_history(case: Case) -> list[Verdict]:
     """Every verdict of the case, newest (= current) first."""
-    return list(case.verdicts.select_related("author", "hypothesis").order_by("-created_at", "-pk"))
+    return list(case.verdicts.select_related("author", "hypothesis").newest_first())

@@ -1,9 +1,21 @@
-"""Template filters shared by Precursor's pages."""
+"""Template filters and tags shared by Precursor's pages: how times, z-scores and numbers are
+written, and the one way a figure or plotly.js gets onto a page.
+
+The formatting functions are plain functions too (``from investigations.templatetags.precursor
+import fmt_offset``) for the few places that build text in Python.
+"""
 from __future__ import annotations
 
+import functools
+
 from django import template
+from django.templatetags.static import static
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
+
+Z_DISPLAY_CAP = 100.0
 
 
 @register.filter
@@ -22,3 +34,113 @@ def duration(seconds) -> str:
     if h:
         return f"{h}h{m:02d}m"
     return f"{m}m{sec:02d}s"
+
+
+@register.filter
+def fmt_offset(seconds: float) -> str:
+    """t−2h13m / t+5m / t0: relative times on case pages."""
+    s = int(round(seconds))
+    if s == 0:
+        return "t0"
+    sign = "−" if s < 0 else "+"
+    s = abs(s)
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
+    m, sec = divmod(rem, 60)
+    parts = []
+    if d:
+        parts.append(f"{d}d")
+    if h:
+        parts.append(f"{h}h")
+    if m:
+        parts.append(f"{m}m")
+    if sec and not d and not h:
+        parts.append(f"{sec}s")
+    return f"t{sign}{''.join(parts)}"
+
+
+@register.filter
+def lead(seconds) -> str:
+    """A lead time before t0 (positive seconds) as an offset: 3600 -> t−1h; empty for None."""
+    if seconds is None or seconds == "":
+        return ""
+    return fmt_offset(-float(seconds))
+
+
+@register.filter
+def fmt_window(w) -> str:
+    return f"{fmt_offset(w[0]).replace('t', '', 1) or '0'} … {fmt_offset(w[1]).replace('t', '', 1) or '0'}"
+
+
+@register.filter
+def fmt_z(z: float) -> str:
+    """+3.3σ / +38σ / ≥+100σ: beyond 100σ the exact figure says nothing more (MAD floors make it huge)."""
+    if z >= Z_DISPLAY_CAP:
+        return f"≥+{Z_DISPLAY_CAP:.0f}σ"
+    if z <= -Z_DISPLAY_CAP:
+        return f"≤−{Z_DISPLAY_CAP:.0f}σ"
+    text = f"{abs(z):.0f}" if abs(z) >= 10 else f"{abs(z):.1f}"
+    return ("+" if z >= 0 else "−") + text + "σ"
+
+
+@register.filter
+def fmt_num(v: float) -> str:
+    """About three significant digits, never scientific notation for everyday magnitudes, never 0.000
+    for a small non-zero rate (one error in six hours is 4.6e−5/s, and that is the signal)."""
+    if v != v:  # NaN
+        return "—"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    sign = "−" if v < 0 else ""
+    if a >= 1e6:
+        mant, exp = f"{a:.2e}".split("e")
+        return f"{sign}{mant}e{int(exp)}"
+    if a >= 100:
+        return f"{sign}{a:,.0f}"
+    if a >= 10:
+        return f"{sign}{a:.1f}"
+    if a >= 0.01:
+        return f"{sign}{a:.3g}"
+    mant, exp = f"{a:.1e}".split("e")
+    return f"{sign}{mant}e−{abs(int(exp))}"
+
+
+# --- figures and plotly.js -----------------------------------------------------------------
+
+_JSON_HTML_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
+
+
+def json_for_html(text: str) -> str:
+    """JSON text safe inside a <script type="application/json"> element (user text cannot close it)."""
+    return text.translate(_JSON_HTML_ESCAPES)
+
+
+@register.simple_tag
+def figure(fig, title: str = "", css_class: str = "small-chart"):
+    """The one way a server-drawn figure goes onto a page: a plotly Figure (or its JSON text) in a
+    <script type="application/json"> that precursor.js draws; the JSON is escaped for HTML here."""
+    text = fig if isinstance(fig, str) else fig.to_json()
+    caption = format_html('<figcaption class="muted small">{}</figcaption>', title) if title else ""
+    return format_html('<figure class="{}">{}<div class="plotly-figure" data-plotly-figure>'
+                       '<script type="application/json">{}</script></div></figure>',
+                       css_class, caption, mark_safe(json_for_html(text)))
+
+
+@functools.lru_cache(maxsize=1)
+def plotly_version() -> str:
+    import plotly
+
+    return plotly.__version__
+
+
+def plotly_static_path() -> str:
+    """plotly.js from the installed plotly package (webapp.staticfiles.PlotlyFinder), its version
+    in the name so it can be cached for good."""
+    return f"vendor/plotly-{plotly_version()}.min.js"
+
+
+@register.simple_tag
+def plotly_js(defer: bool = False):
+    """<script> for plotly.js, served by Precursor itself (air-gapped clusters: no CDN)."""
+    return format_html('<script src="{}"{}></script>', static(plotly_static_path()), mark_safe(" defer") if defer else "")

@@ -48,7 +48,7 @@ def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(known
     html = c.get(f"/jobs/{job.pk}/").content.decode()
     assert f"Fleet test of <a href=\"/hypotheses/{h.pk}/\">H{h.pk}</a>" in html
     assert re.search(r'<td class="num">6</td><td class="num">0</td>', html)  # the 2x2 table's first row
-    assert html.count("data-plotly-figure") == 2 and "/assets/plotly-" in html
+    assert html.count("data-plotly-figure") == 2 and "/static/vendor/plotly-" in html
     assert html.count("fired t−3h") == 6  # every example, with its lead time
     figs = [json.loads(part.split("</script>")[0]) for part in html.split('<script type="application/json">')[1:]]
     assert [t["name"] for t in figs[0]["data"]] == ["before the outcome", "control windows"]

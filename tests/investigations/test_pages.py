@@ -226,7 +226,7 @@ def test_case_page_shows_the_header_and_loads_its_parts(alice_client, case):
     assert f"Case #{case.pk}" in html and "llm-405b-7" in html and "NODE_FAIL" in html
     assert f"/cases/{case.pk}/topology" in html and f"/cases/{case.pk}/differences" in html
     assert 'id="verdict-form"' in html and 'id="pin-form"' in html
-    assert "/assets/plotly-" in html
+    assert "/static/vendor/plotly-" in html
     # Every script, style and link is Precursor's own (a substring check for "cdn" failed once
     # on a CSRF token that happened to contain those letters).
     urls = re.findall(r'\b(?:src|href)="([^"]*)"', html)
@@ -338,7 +338,7 @@ def _diff(metric, host, component, score):
 
 
 def test_default_signals_prefer_distinct_metrics_then_top_up_to_three():
-    from investigations.views import default_signals
+    from investigations.services.case_signals import default_signals
 
     rows = [_diff("gpu.pcie.replay", "n01", "gpu3", 90), _diff("gpu.pcie.replay", "n01", "gpu2", 80),
             _diff("gpu.temp", "n01", "gpu3", 40), _diff("gpu.pcie.replay", "n02", "gpu1", 30),
@@ -358,7 +358,7 @@ def test_default_signals_prefer_distinct_metrics_then_top_up_to_three():
 @pytest.mark.parametrize("z, text", [(1000.0, "≥+100σ"), (-1000.0, "≤−100σ"), (38.4, "+38σ"), (3.34, "+3.3σ"),
                                      (-1.52, "−1.5σ"), (0.0, "+0.0σ"), (99.6, "+100σ")])
 def test_z_scores_read_as_sigmas_capped_at_a_hundred(z, text):
-    from investigations.views import fmt_z
+    from investigations.templatetags.precursor import fmt_z
 
     assert fmt_z(z) == text
 
@@ -366,7 +366,7 @@ def test_z_scores_read_as_sigmas_capped_at_a_hundred(z, text):
 @pytest.mark.parametrize("v, text", [(0.0, "0"), (0.354, "0.354"), (4.624, "4.62"), (23.258, "23.3"),
                                      (1487.792, "1,488"), (0.000171, "1.7e−4"), (-2.5, "−2.5"), (3.2e9, "3.20e9")])
 def test_values_keep_three_significant_digits_and_small_rates_stay_visible(v, text):
-    from investigations.views import fmt_num
+    from investigations.templatetags.precursor import fmt_num
 
     assert fmt_num(v) == text
 
@@ -514,16 +514,18 @@ def test_jobs_list_and_job_page_still_work(alice_client, db):
 def test_plotly_is_served_locally_with_long_cache_headers(client, db):
     import plotly
 
-    resp = client.get(f"/assets/plotly-{plotly.__version__}.min.js", HTTP_ACCEPT_ENCODING="gzip")
+    url = f"/static/vendor/plotly-{plotly.__version__}.min.js"
+    resp = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
     assert resp.status_code == 200  # no login needed for a public library
     assert resp["Content-Encoding"] == "gzip" and "immutable" in resp["Cache-Control"]
     assert resp["Content-Type"].startswith("text/javascript")
     etag = resp["ETag"]
-    assert client.get(f"/assets/plotly-{plotly.__version__}.min.js", HTTP_IF_NONE_MATCH=etag).status_code == 304
-    assert client.get("/assets/plotly-0.0.1.min.js").status_code == 404
+    assert client.get(url, HTTP_IF_NONE_MATCH=etag).status_code == 304
+    assert client.get("/static/vendor/plotly-0.0.1.min.js").status_code == 404
 
 
 def test_our_static_files_are_served_without_a_proxy(client, db):
     resp = client.get("/static/precursor/case.js")
     assert resp.status_code == 200 and b"Plotly.react" in b"".join(resp.streaming_content if resp.streaming else [resp.content])
+    assert "max-age=3600" in resp["Cache-Control"] and "immutable" not in resp["Cache-Control"]
     assert client.get("/static/../settings.py").status_code == 404

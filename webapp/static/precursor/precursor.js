@@ -55,8 +55,8 @@
     if (ev.key === "/") {
       const box = document.querySelector("input[type=search]");
       if (box) { ev.preventDefault(); box.focus(); }
-    } else if (pendingG && ev.key === "i") { window.location = "/"; }
-    else if (pendingG && ev.key === "b") { window.location = "/board/"; }
+    } else if (pendingG && ev.key === "i") { window.location = document.body.dataset.inboxUrl; }
+    else if (pendingG && ev.key === "b") { window.location = document.body.dataset.boardUrl; }
     pendingG = ev.key === "g";
   });
 })();

@@ -1,4 +1,5 @@
-"""A person's own workspace API tokens: list, create (plaintext shown once), revoke.
+"""A person's own workspace API tokens: list, create (plaintext shown once), revoke; and the
+audit log, for admins.
 
 Every signed-in user may hold tokens; a token acts with its owner's current role, so a viewer's
 token reads and nothing more. Creation and revocation go to the audit log.
@@ -10,6 +11,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from investigations import tokens
+from investigations.models import AuditEvent
+from investigations.roles import require_admin
 from investigations.services import activity
 
 MAX_LIVE_TOKENS = 20
@@ -58,3 +61,16 @@ def api_token_revoke(request, prefix: str):
     else:
         messages.error(request, f"you hold no live token {prefix}")
     return redirect("api-tokens")
+
+
+def audit_page(request):
+    """Admins only: the audit log, filtered."""
+    require_admin(request.user, "the audit log")
+    actor = request.GET.get("actor") or None
+    verb = request.GET.get("verb") or None
+    q = request.GET.get("q", "")[:200]
+    events = activity.audit_log(request.user, actor=actor, verb=verb, q=q, limit=500)
+    return render(request, "investigations/audit.html", {
+        "events": events, "actor": actor or "", "verb": verb or "", "q": q, "nav": "audit",
+        "verbs": list(AuditEvent.objects.order_by("verb").values_list("verb", flat=True).distinct()),
+    })

@@ -1,0 +1,27 @@
+"""What the page modules share: error texts a person can act on, the forms' history choice."""
+from __future__ import annotations
+
+from telemetry import store
+
+from investigations.services import fleet_tests
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or exc.__class__.__name__
+    return text.splitlines()[0]
+
+
+def store_error_message(exc: BaseException) -> str:
+    """What a person can act on when the telemetry store did not answer."""
+    if isinstance(exc, store.StoreLocked):
+        return f"{first_line(exc)}"
+    return (f"The telemetry store did not answer ({exc.__class__.__name__}: {first_line(exc)}). "
+            "Reload to retry; if it persists, check the server log.")
+
+
+def history_days(request) -> int | None:
+    """The analysis forms' history choice: 7, 30, 90 days, or None for all; ValueError otherwise."""
+    choice = request.POST.get("days", "")
+    if choice not in fleet_tests.RANGES:
+        raise ValueError(f"days: {choice!r} is not one of 7, 30, 90 or all")
+    return fleet_tests.RANGES[choice]

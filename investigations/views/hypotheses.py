@@ -1,0 +1,105 @@
+"""The hypothesis board, one hypothesis's page, and its verbs (status, comment, fleet test)."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import urlencode
+from django.views.decorators.http import require_POST
+
+from investigations import forms
+from investigations.models import CaseHypothesis, Hypothesis, Verdict
+from investigations.roles import can_investigate, require_investigator
+from investigations.services import activity, board, comments, fleet_tests, hypotheses, records
+from investigations.services.inbox import case_clusters
+from investigations.views.cases import described
+from investigations.views.common import first_line, history_days
+
+BOARD_COLUMNS = (
+    ("id", "id"), ("statement", "statement"), ("metric", "signal"), ("outcome", "outcome"), ("status", "status"),
+    ("confirmed", "track record"), ("latest_test", "latest fleet test"), ("precision", "precision (95% CI)"),
+    ("author", "author"), ("updated_at", "last activity"),
+)
+
+
+def board_page(request):
+    sort = request.GET.get("sort") or "-updated_at"
+    status = request.GET.get("status") or None
+    author = request.GET.get("author") or None
+    scope = request.GET.get("scope") or None
+    q = request.GET.get("q", "")[:200]
+    try:
+        rows = board.board_rows(q=q, status=status, author=author, component_scope=scope, sort=sort)
+    except ValueError as exc:
+        return HttpResponseBadRequest(f"Cannot show the board: {first_line(exc)}", content_type="text/plain")
+    base = {k: v for k, v in request.GET.items() if k != "sort" and v}
+    columns = []
+    for key, label in BOARD_COLUMNS:
+        active = sort.lstrip("-") == key
+        nxt = key if (active and sort.startswith("-")) else "-" + key
+        columns.append({"label": label, "url": "?" + urlencode({**base, "sort": nxt}), "active": active,
+                        "desc": sort.startswith("-")})
+    return render(request, "investigations/board.html", {
+        "rows": rows, "columns": columns, "q": q, "status": status or "", "author": author or "", "scope": scope or "",
+        "statuses": hypotheses.STATUSES, "scopes": forms.COMPONENT_SCOPES, "nav": "board",
+        "authors": list(get_user_model().objects.filter(hypotheses__isnull=False).distinct()
+                        .order_by("username").values_list("username", flat=True)),
+    })
+
+
+def hypothesis_page(request, pk: int):
+    h = get_object_or_404(Hypothesis.objects.select_related("author"), pk=pk)
+    pins = list(CaseHypothesis.objects.filter(hypothesis=h).select_related("case", "pinned_by").order_by("-case__t0"))
+    current = Verdict.objects.current_for(p.case_id for p in pins)
+    return render(request, "investigations/hypothesis.html", {
+        "h": h, "nav": "board", "record": records.track_record(h),
+        "pins": [(p, current.get(p.case_id)) for p in pins], "tests": fleet_tests.tests_of(h)[:50],
+        "comments": comments.comments_on(hypothesis=h), "history": described(activity.hypothesis_activity(h)),
+        "can_edit": can_investigate(request.user), "transitions": hypotheses.TRANSITIONS.get(h.status, ()),
+        "comment_form": forms.CommentForm(), "untestable": _untestable(h),
+        "test_clusters": case_clusters(),
+    })
+
+
+def _untestable(h: Hypothesis) -> str:
+    try:
+        fleet_tests.check_testable(h)
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+@require_POST
+def hypothesis_comment(request, pk: int):
+    h = get_object_or_404(Hypothesis, pk=pk)
+    require_investigator(request.user, "commenting")
+    try:
+        comments.add_comment(request.user, hypothesis=h, body=request.POST.get("body", ""))
+    except ValueError as exc:
+        messages.error(request, first_line(exc))
+    return redirect(h.get_absolute_url() + "#comments")
+
+
+@require_POST
+def hypothesis_status(request, pk: int):
+    h = get_object_or_404(Hypothesis, pk=pk)
+    require_investigator(request.user, "changing a hypothesis's status")
+    try:
+        hypotheses.set_status(request.user, h, request.POST.get("status", ""))
+    except ValueError as exc:
+        messages.error(request, first_line(exc))
+    return redirect(h.get_absolute_url())
+
+
+@require_POST
+def hypothesis_test(request, pk: int):
+    h = get_object_or_404(Hypothesis, pk=pk)
+    require_investigator(request.user, "starting a fleet test")
+    try:
+        job = fleet_tests.start_test(request.user, h, cluster=request.POST.get("cluster") or None,
+                                     days=history_days(request))
+    except ValueError as exc:
+        messages.error(request, first_line(exc))
+        return redirect(h.get_absolute_url())
+    return redirect("job", job_id=job.pk)

@@ -1,0 +1,118 @@
+"""Background jobs: the list, one job's page and its progress fragment, cancelling, and the
+signal scan's start and pin (a scan is started from the jobs page)."""
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from investigations.models import BackgroundJob, Case, Hypothesis
+from investigations.roles import can_investigate, require_investigator
+from investigations.services import exports, jobs, records, scans
+from investigations.services.inbox import case_clusters
+from investigations.templatetags.precursor import fmt_offset
+from investigations.views.common import first_line, history_days
+
+SCAN_OUTCOMES = ("any interruption", "NODE_FAIL", "FAILED", "TIMEOUT", "REQUEUED", "XID 79", "XID 48/94", "XID 74")
+
+
+def jobs_page(request):
+    rows = list(BackgroundJob.objects.select_related("created_by").order_by("-created_at")[:200])
+    return render(request, "investigations/jobs.html", {
+        "jobs": rows, "nav": "jobs", "can_edit": can_investigate(request.user), "outcomes": SCAN_OUTCOMES,
+        "clusters": case_clusters(),
+    })
+
+
+def _job_context(request, job: BackgroundJob) -> dict:
+    ctx = {"job": job, "can_edit": can_investigate(request.user), "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
+           if job.result is not None else ""}
+    if job.kind == records.TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
+        ctx["test"] = _test_view(job.result)
+    if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
+        ctx["scan"] = _scan_view(job.result)
+    if job.kind == exports.EXPORT_KIND and job.state == "succeeded":
+        ctx["export"] = {"r": job.result, "available": exports.export_file(job) is not None}
+    return ctx
+
+
+def _scan_view(r: dict) -> dict:
+    from investigations import charts
+
+    rows = r.get("rows") or []
+    tested = [row for row in rows if row.get("auc") is not None]
+    figure = charts.scan_bars(tested[:20]).to_json() if tested else None
+    return {"r": r, "rows": rows, "figure": figure, "lead": fmt_offset(-int(r.get("lead_window_s") or 0)),
+            "significant": sum(1 for row in tested if row["q"] < 0.05)}
+
+
+def _test_view(r: dict) -> dict:
+    """A fleet test's result as the job page shows it: numbers, figures, examples with links."""
+    from investigations import charts
+
+    examples = r.get("examples") or []
+    found = {(c.cluster, c.job_id): c for c in Case.objects.filter(
+        job_id__in=[e["job_id"] for e in examples]).only("pk", "cluster", "job_id")}
+    for e in examples:
+        case = found.get((e["cluster"], e["job_id"]))
+        e["case_url"] = case.get_absolute_url() if case else None
+        e["lead"] = fmt_offset(-e["lead_s"]) if e.get("lead_s") is not None else ""
+    h = Hypothesis.objects.filter(pk=r.get("hypothesis_id")).first()
+    figures = [("firing before the outcome vs in control windows", charts.firing_rates(r).to_json())]
+    if r.get("lead_times_s"):
+        figures.append(("lead time: first firing before t0", charts.lead_time_histogram(r["lead_times_s"]).to_json()))
+    return {"r": r, "h": h, "examples": examples, "figures": figures,
+            "lead_median": fmt_offset(-r["lead_median_s"]) if r.get("lead_median_s") is not None else None}
+
+
+def job_page(request, job_id: int):
+    job = get_object_or_404(BackgroundJob.objects.select_related("created_by"), pk=job_id)
+    return render(request, "investigations/job.html", {
+        **_job_context(request, job), "nav": "jobs",
+        "params_text": json.dumps(job.params, sort_keys=True, default=str)[:500],
+    })
+
+
+def job_progress(request, job_id: int):
+    job = get_object_or_404(BackgroundJob, pk=job_id)
+    return render(request, "investigations/_job_progress.html", _job_context(request, job))
+
+
+@require_POST
+def job_cancel(request, job_id: int):
+    job = get_object_or_404(BackgroundJob, pk=job_id)
+    require_investigator(request.user, "cancelling jobs")
+    job = jobs.cancel_job(job, user=request.user)
+    messages.info(request, f"job {job.pk}: " + ("cancelled" if job.state == "cancelled" else
+                                                 "cancel requested; it stops at its next step" if job.is_active else
+                                                 f"already {job.state}"))
+    return redirect("job", job_id=job.pk)
+
+
+@require_POST
+def scan_start(request):
+    require_investigator(request.user, "starting a signal scan")
+    try:
+        hours = float(request.POST.get("lead_h", ""))
+        job = scans.start_scan(request.user, outcome=request.POST.get("outcome", ""),
+                               lead_window_s=int(round(hours * 3600)), days=history_days(request),
+                               cluster=request.POST.get("cluster") or None)
+    except ValueError as exc:
+        messages.error(request, "Signal scan not started: " + first_line(exc))
+        return redirect("jobs")
+    return redirect("job", job_id=job.pk)
+
+
+@require_POST
+def scan_pin(request, job_id: int):
+    job = get_object_or_404(BackgroundJob, pk=job_id)
+    require_investigator(request.user, "pinning a hypothesis")
+    try:
+        h = scans.pin_finding(request.user, job, request.POST.get("metric", ""))
+    except ValueError as exc:
+        messages.error(request, first_line(exc))
+        return redirect("job", job_id=job.pk)
+    messages.success(request, f"{h.short_id} pinned from the scan: run a fleet test to see how it holds up")
+    return redirect(h.get_absolute_url())
