@@ -29,6 +29,9 @@ class BackgroundJob(models.Model):
     cancel_requested = models.BooleanField(default=False)
     worker = models.CharField(max_length=200, blank=True, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # The hypothesis a job is about (a fleet test's), so its jobs are one indexed join away.
+    hypothesis = models.ForeignKey("Hypothesis", null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="jobs")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

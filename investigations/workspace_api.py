@@ -36,7 +36,7 @@ from investigations.schemas import (
     VerdictIn,
     VerdictOut,
 )
-from investigations.services import (activity, board, cases, comments, exports, fleet_tests, hypotheses, scans,
+from investigations.services import (activity, board, cases, comments, exports, fleet_test, hypotheses, scans,
                                      verdicts)
 
 router = Router(tags=["workspace"])
@@ -204,7 +204,7 @@ def start_fleet_test(request, hypothesis_id: int, payload: FleetTestIn):
     """Start a fleet test of the hypothesis (a background job; poll GET /api/jobs/{id})."""
     hypothesis = _hypothesis(hypothesis_id)
     with service_errors():
-        return Status(201, fleet_tests.start_test(request.user, hypothesis, cluster=payload.cluster, days=payload.days))
+        return Status(201, fleet_test.start_fleet_test(request.user, hypothesis, cluster=payload.cluster, days=payload.days))
 
 
 @router.post("/scans", response={201: JobOut})

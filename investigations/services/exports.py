@@ -6,7 +6,7 @@ An export is a background job that writes one Parquet (or CSV) file under the da
 - one row per **window**: the lead window before each case that has a current verdict (label
   ``interrupted = 1``) and, unless turned off, its matched healthy control windows (same hosts 1–3
   days before and after, healthy peers at the same time, matched on activity: ``interrupted = 0``)
-  — the windows of the fleet test (telemetry.queries.signal_test);
+  — the windows of the fleet test (telemetry.queries.windows);
 - the labels the team gave: the case's current verdict (confirmed / false_positive /
   inconclusive), its root cause, the hypothesis it names and that hypothesis's metric; empty on
   control rows;
@@ -38,7 +38,7 @@ from investigations.models import BackgroundJob, Case, Verdict
 from investigations.services import jobs
 from investigations.roles import require_investigator
 from investigations.services.jobs import JobContext, job_kind
-from telemetry.queries import signal_scan, signal_test
+from telemetry.queries import signal_scan, windows
 
 EXPORT_KIND = "dataset_export"
 FORMAT = "precursor-dataset/1"
@@ -125,34 +125,34 @@ def run_export(ctx: JobContext) -> dict:
     for ci, (cluster, pairs) in enumerate(sorted(by_cluster.items())):
         ctx.progress(ci * 1000, len(by_cluster) * 1000,
                      f"cluster {cluster} ({ci + 1}/{len(by_cluster)}): windows of {len(pairs)} cases")
-        present = signal_scan.metrics_present(cluster, timeout_s=timeout)
+        present = windows.metrics_present(cluster, timeout_s=timeout)
         if not present:
             without_telemetry += len(pairs)
             continue
         span_lo, span_hi = min(a for _, a, _ in present), max(b for _, _, b in present) + 60
         pairs.sort(key=lambda cv: (cv[0].t0, cv[0].job_id))
-        chosen = [signal_test.Interruption(cluster, c.job_id, c.job_name, c.state, int(c.t0.timestamp()),
-                                           tuple(sorted(c.hosts))) for c, _ in pairs]
-        lo = min(i.t0 for i in chosen) - W - 4 * 86400
-        hi = max(i.t0 for i in chosen) + W + 4 * 86400
-        _, host_t0s = signal_test.outcome_interruptions(cluster, signal_test.Outcome("any interruption"), W, lo, hi,
-                                                        timeout_s=timeout)
+        chosen = [windows.Interruption(cluster, c.job_id, c.job_name, c.state, int(c.t0.timestamp()),
+                                       tuple(sorted(c.hosts))) for c, _ in pairs]
+        lo = min(i.t0 for i in chosen) - W - windows.CONTROL_REACH_S
+        hi = max(i.t0 for i in chosen) + W + windows.CONTROL_REACH_S
+        _, host_t0s = windows.outcome_interruptions(cluster, windows.Outcome("any interruption"), W, lo, hi,
+                                                    timeout_s=timeout)
         if p["controls"]:
-            allocations = signal_test.Allocations.load(cluster, lo, hi, timeout_s=timeout)
-            hosts = signal_scan.hosts_of(cluster, timeout_s=timeout)
-            windows = signal_test.matched_windows(cluster, chosen, host_t0s, W, span_lo, span_hi, hosts, allocations)
+            allocations = windows.Allocations.load(cluster, lo, hi, timeout_s=timeout)
+            hosts = windows.hosts_of(cluster, timeout_s=timeout)
+            found = windows.matched_windows(cluster, chosen, host_t0s, W, span_lo, span_hi, hosts, allocations)
         else:
-            windows = [signal_test.Window("before", i, it.hosts, it.t0 - W, it.t0) for i, it in enumerate(chosen)]
+            found = [windows.Window("before", i, it.hosts, it.t0 - W, it.t0) for i, it in enumerate(chosen)]
         names = [m for m, _, _ in present]
 
         def say(done, total, stage, _ci=ci):
             ctx.progress(_ci * 1000 + int(1000 * done / max(total, 1)), len(by_cluster) * 1000, f"cluster {cluster}: {stage}")
 
-        values = signal_scan.window_features(cluster, windows, names, lo_s=min(w.start for w in windows) - HOUR,
-                                             hi_s=max(w.end for w in windows), progress=say, timeout_s=timeout)
+        values = signal_scan.window_features(cluster, found, names, lo_s=min(w.start for w in found) - HOUR,
+                                             hi_s=max(w.end for w in found), progress=say, timeout_s=timeout)
         seen = {}
         start_row = len(rows)
-        for w in windows:
+        for w in found:
             case, verdict = pairs[w.index]
             it = chosen[w.index]
             k = seen[(w.index, w.kind)] = seen.get((w.index, w.kind), -1) + 1

@@ -22,21 +22,20 @@ accumulate. None while there is no confirmed or false-positive verdict.
 
 Fleet test
 ----------
-``latest_test`` is the newest succeeded BackgroundJob of kind ``hypothesis_test`` whose
-params carry ``hypothesis_id``: its lift, p (and q when present) and finish time.
+``latest_test`` is the newest succeeded BackgroundJob of kind ``fleet_test`` whose
+foreign key names the hypothesis: its lift, p (and q when present) and finish time.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Q
 from django.urls import reverse
 
 from investigations.models import BackgroundJob, CaseHypothesis, Hypothesis, Verdict
+from investigations.services.fleet_test import FLEET_TEST_KIND
 from telemetry.stats import jeffreys_interval
 
 CONFIDENCE = 0.95
-TEST_KIND = "hypothesis_test"
 
 
 @dataclass(frozen=True)
@@ -81,19 +80,15 @@ def _test_summary(job: BackgroundJob) -> dict:
 
 
 def latest_tests(hypothesis_ids) -> dict[int, dict]:
+    """The newest succeeded fleet test of each hypothesis."""
     ids = [int(i) for i in hypothesis_ids]
     if not ids:
         return {}
-    cond = Q(params__hypothesis_id__in=ids) | Q(params__hypothesis_id__in=[str(i) for i in ids])
-    jobs = (BackgroundJob.objects.filter(cond, kind=TEST_KIND, state=BackgroundJob.State.SUCCEEDED)
+    jobs = (BackgroundJob.objects.filter(hypothesis_id__in=ids, kind=FLEET_TEST_KIND, state=BackgroundJob.State.SUCCEEDED)
             .order_by("-finished_at", "-pk"))
     found: dict[int, dict] = {}
     for job in jobs:
-        try:
-            hid = int(job.params.get("hypothesis_id"))
-        except (TypeError, ValueError):
-            continue
-        found.setdefault(hid, _test_summary(job))
+        found.setdefault(job.hypothesis_id, _test_summary(job))
         if len(found) == len(ids):
             break
     return found

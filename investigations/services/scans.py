@@ -13,23 +13,22 @@ from django.db import transaction
 from investigations.models import BackgroundJob, Hypothesis
 from investigations.services import hypotheses, jobs
 from investigations.roles import require_investigator
-from investigations.services.fleet_tests import MAX_DAYS
+from investigations.services.fleet_test import check_days
 from investigations.services.jobs import JobContext, job_kind
 from telemetry import catalog, rules
-from telemetry.queries import signal_scan, signal_test
+from telemetry.queries import signal_scan, windows
 
 SCAN_KIND = "signal_scan"
 
 
 def _params(outcome: str, lead_window_s, days, cluster) -> dict:
     try:
-        parsed = signal_test.parse_outcome(outcome)
-    except signal_test.NotTestable as exc:
+        parsed = windows.parse_outcome(outcome)
+    except windows.NotTestable as exc:
         raise ValueError(str(exc)) from None
     if isinstance(lead_window_s, bool) or not isinstance(lead_window_s, int) or not 60 <= lead_window_s <= 30 * 86400:
         raise ValueError(f"lead_window_s: {lead_window_s!r} must be whole seconds from 60 (1 min) to 2592000 (30 days)")
-    if days is not None and (isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS):
-        raise ValueError(f"days: {days!r} must be a whole number of days between 1 and {MAX_DAYS}")
+    check_days(days)
     cluster = (cluster or "").strip() or None
     if cluster is not None and len(cluster) > 200:
         raise ValueError("cluster: at most 200 characters")
@@ -50,7 +49,7 @@ def run_signal_scan(ctx: JobContext) -> dict:
     p = _params(ctx.params.get("outcome", ""), ctx.params.get("lead_window_s"), ctx.params.get("days"),
                 ctx.params.get("cluster"))
     start = datetime.now(timezone.utc) - timedelta(days=p["days"]) if p["days"] else None
-    return signal_scan.scan(signal_test.parse_outcome(p["outcome"]), p["lead_window_s"],
+    return signal_scan.scan(windows.parse_outcome(p["outcome"]), p["lead_window_s"],
                             clusters=[p["cluster"]] if p["cluster"] else None, start=start,
                             progress=ctx.progress, timeout_s=max(1, int(ctx.remaining_s())))
 

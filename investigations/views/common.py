@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from telemetry import store
 
-from investigations.services import fleet_tests
+from investigations.services import fleet_test
 
 
 def first_line(exc: BaseException) -> str:
@@ -22,6 +22,6 @@ def store_error_message(exc: BaseException) -> str:
 def history_days(request) -> int | None:
     """The analysis forms' history choice: 7, 30, 90 days, or None for all; ValueError otherwise."""
     choice = request.POST.get("days", "")
-    if choice not in fleet_tests.RANGES:
+    if choice not in fleet_test.RANGES:
         raise ValueError(f"days: {choice!r} is not one of 7, 30, 90 or all")
-    return fleet_tests.RANGES[choice]
+    return fleet_test.RANGES[choice]

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from investigations import forms
 from investigations.models import CaseHypothesis, Hypothesis, Verdict
 from investigations.roles import can_investigate, require_investigator
-from investigations.services import activity, board, comments, fleet_tests, hypotheses, records
+from investigations.services import activity, board, comments, fleet_test, hypotheses, records
 from investigations.services.inbox import case_clusters
 from investigations.views.cases import described
 from investigations.views.common import first_line, history_days
@@ -54,7 +54,7 @@ def hypothesis_page(request, pk: int):
     current = Verdict.objects.current_for(p.case_id for p in pins)
     return render(request, "investigations/hypothesis.html", {
         "h": h, "nav": "board", "record": records.track_record(h),
-        "pins": [(p, current.get(p.case_id)) for p in pins], "tests": fleet_tests.tests_of(h)[:50],
+        "pins": [(p, current.get(p.case_id)) for p in pins], "tests": fleet_test.fleet_tests_of(h)[:50],
         "comments": comments.comments_on(hypothesis=h), "history": described(activity.hypothesis_activity(h)),
         "can_edit": can_investigate(request.user), "transitions": hypotheses.TRANSITIONS.get(h.status, ()),
         "comment_form": forms.CommentForm(), "untestable": _untestable(h),
@@ -64,7 +64,7 @@ def hypothesis_page(request, pk: int):
 
 def _untestable(h: Hypothesis) -> str:
     try:
-        fleet_tests.check_testable(h)
+        fleet_test.check_testable(h)
     except ValueError as exc:
         return str(exc)
     return ""
@@ -93,12 +93,12 @@ def hypothesis_status(request, pk: int):
 
 
 @require_POST
-def hypothesis_test(request, pk: int):
+def hypothesis_fleet_test(request, pk: int):
     h = get_object_or_404(Hypothesis, pk=pk)
     require_investigator(request.user, "starting a fleet test")
     try:
-        job = fleet_tests.start_test(request.user, h, cluster=request.POST.get("cluster") or None,
-                                     days=history_days(request))
+        job = fleet_test.start_fleet_test(request.user, h, cluster=request.POST.get("cluster") or None,
+                                          days=history_days(request))
     except ValueError as exc:
         messages.error(request, first_line(exc))
         return redirect(h.get_absolute_url())

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from investigations.models import BackgroundJob, Case, Hypothesis
 from investigations.roles import can_investigate, require_investigator
-from investigations.services import exports, jobs, records, scans
+from investigations.services import exports, fleet_test, jobs, scans
 from investigations.services.inbox import case_clusters
 from investigations.templatetags.precursor import fmt_offset
 from investigations.views.common import first_line, history_days
@@ -29,8 +29,8 @@ def jobs_page(request):
 def _job_context(request, job: BackgroundJob) -> dict:
     ctx = {"job": job, "can_edit": can_investigate(request.user), "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
            if job.result is not None else ""}
-    if job.kind == records.TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
-        ctx["test"] = _test_view(job.result)
+    if job.kind == fleet_test.FLEET_TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
+        ctx["test"] = _fleet_test_view(job.result)
     if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["scan"] = _scan_view(job.result)
     if job.kind == exports.EXPORT_KIND and job.state == "succeeded":
@@ -48,7 +48,7 @@ def _scan_view(r: dict) -> dict:
             "significant": sum(1 for row in tested if row["q"] < 0.05)}
 
 
-def _test_view(r: dict) -> dict:
+def _fleet_test_view(r: dict) -> dict:
     """A fleet test's result as the job page shows it: numbers, figures, examples with links."""
     from investigations import charts
 

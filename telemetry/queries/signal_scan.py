@@ -2,7 +2,7 @@
 the lead window before an outcome differs from the same kind of window at healthy times, and say
 how likely each finding is noise.
 
-Windows are the fleet test's (``signal_test.matched_windows``): the lead window before each
+Windows are the fleet test's (``windows.matched_windows``): the lead window before each
 interruption of the outcome on the job's hosts, against the same hosts 1–3 days before and after
 at the same time of day and as many healthy peers at the same time, matched on activity (the
 hosts were running a job): workload-driven metrics — temperatures, power, traffic — differ
@@ -34,14 +34,14 @@ import numpy as np
 from scipy.stats import false_discovery_control, mannwhitneyu
 
 from telemetry import catalog, store
-from telemetry.queries import signal_test
-from telemetry.queries.signal_test import COVERAGE_S, Outcome
+from telemetry.queries import windows
+from telemetry.queries.windows import COVERAGE_S, Outcome, hosts_of, metrics_present
 
 MIN_WINDOWS = 3
 QUERY_TIMEOUT_S = 600
 HOUR = COVERAGE_S
 
-_ROLLUP = signal_test.ROLLUP_SQL
+_ROLLUP = windows.ROLLUP_SQL
 
 _GAUGE_HOURLY = (
     "SELECT host, intDiv(toUnixTimestamp(ts), 3600) AS hr, max(v) AS vmax, min(v) AS vmin "
@@ -58,13 +58,6 @@ _COUNTER_HOURLY = (
     "  WHERE rn > 1 AND c > pc AND v >= pv) "
     "GROUP BY host, hr ORDER BY host, hr")
 
-_METRICS_SQL = ("SELECT metric, toUnixTimestamp(min(ts)), toUnixTimestamp(max(ts)) FROM samples_1m "
-                "WHERE cluster = {cluster:String} GROUP BY metric ORDER BY metric")
-
-_HOSTS_SQL = ("SELECT DISTINCT host FROM (SELECT host FROM hosts FINAL WHERE cluster = {cluster:String} "
-              "UNION ALL SELECT host FROM job_hosts FINAL WHERE cluster = {cluster:String}) ORDER BY host")
-
-
 @dataclass
 class _Hourly:
     hours: np.ndarray
@@ -79,7 +72,7 @@ def _hourly(sql: str, params: dict, timeout_s: int) -> dict[str, _Hourly]:
     hours = table.column(1).to_numpy().astype(np.int64)
     vmax = table.column(2).to_numpy().astype(float)
     vmin = table.column(3).to_numpy().astype(float)
-    return {host: _Hourly(hours[a:b], vmax[a:b], vmin[a:b]) for host, a, b in signal_test.host_runs(table)}
+    return {host: _Hourly(hours[a:b], vmax[a:b], vmin[a:b]) for host, a, b in windows.host_runs(table)}
 
 
 def _window_value(hourly: dict[str, _Hourly], hosts, start: int, end: int, highest: bool) -> float:
@@ -102,12 +95,12 @@ def _window_value(hourly: dict[str, _Hourly], hosts, start: int, end: int, highe
     return best
 
 
-def window_features(cluster: str, windows, metrics: list[str], *, lo_s: int, hi_s: int,
+def window_features(cluster: str, spans, metrics: list[str], *, lo_s: int, hi_s: int,
                     progress: Callable[[int, int, str], None] | None = None,
                     timeout_s: int = QUERY_TIMEOUT_S) -> dict[str, np.ndarray]:
     """Per metric, each window's value as the scan computes it (the worst hourly value over the
     window's hosts in the metric's bad direction; NaN where the hosts reported nothing).
-    ``windows`` are objects with ``hosts``, ``start`` and ``end``; one query per metric."""
+    ``spans`` are windows (or any objects) with ``hosts``, ``start`` and ``end``; one query per metric."""
     out: dict[str, np.ndarray] = {}
     for i, metric in enumerate(metrics):
         if progress:
@@ -116,35 +109,21 @@ def window_features(cluster: str, windows, metrics: list[str], *, lo_s: int, hi_
         hourly = _hourly(_COUNTER_HOURLY if m.is_counter else _GAUGE_HOURLY,
                          {"cluster": cluster, "metric": metric, "lo_s": lo_s, "hi_s": hi_s}, timeout_s)
         highest = m.bad != "down"
-        out[metric] = np.array([_window_value(hourly, w.hosts, w.start, w.end, highest) for w in windows], dtype=float)
+        out[metric] = np.array([_window_value(hourly, w.hosts, w.start, w.end, highest) for w in spans], dtype=float)
     return out
-
-
-def hosts_of(cluster: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[str]:
-    """The cluster's hosts: the inventory's and every host a job ran on."""
-    return [r[0] for r in store.query_rows(_HOSTS_SQL, {"cluster": cluster}, tag="signal_scan:hosts",
-                                           timeout_s=timeout_s)]
-
-
-def metrics_present(cluster: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[tuple[str, int, int]]:
-    """Catalog metrics with rollup rows in ``cluster``: (name, first ts, last ts), by name."""
-    rows = store.query_rows(_METRICS_SQL, {"cluster": cluster}, tag="signal_scan:metrics", timeout_s=timeout_s)
-    return [(m, int(a), int(b)) for m, a, b in rows if catalog.is_known(m)]
 
 
 def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, start: datetime | None = None,
          end: datetime | None = None, metrics: list[str] | None = None,
          progress: Callable[[int, int, str], None] | None = None, timeout_s: int = QUERY_TIMEOUT_S) -> dict:
     """Rank the catalog metrics (or ``metrics``) by how they differ before ``outcome``."""
-    if not 60 <= int(lead_s) <= 30 * 86400:
-        raise signal_test.NotTestable(f"lead window {lead_s} s: the scan needs 1 min to 30 days")
+    W = windows.check_lead(lead_s, "the scan")
     if metrics:
         unknown = [m for m in metrics if not catalog.is_known(m)]
         if unknown:
-            raise signal_test.NotTestable(f"not in the catalog: {', '.join(unknown)}")
+            raise windows.NotTestable(f"not in the catalog: {', '.join(unknown)}")
     say = progress or (lambda done, total, stage: None)
-    W = int(lead_s)
-    clusters = clusters or signal_test.clusters_with_jobs(timeout_s=timeout_s)
+    clusters = clusters or windows.clusters_with_jobs(timeout_s=timeout_s)
     # values[metric] = (before values, control values)
     values: dict[str, tuple[list[float], list[float]]] = {}
     n_outcome = 0
@@ -166,22 +145,22 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         lo_all = lo_s if lo_all is None else min(lo_all, lo_s)
         hi_all = hi_s if hi_all is None else max(hi_all, hi_s)
         say(done, total, f"cluster {cluster}: interruptions of {outcome.label}")
-        chosen, host_t0s = signal_test.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
+        chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
         n_outcome += len(chosen)
         if not chosen:
             done += len(present)
             continue
         hosts = hosts_of(cluster, timeout_s=timeout_s)
-        allocations = signal_test.Allocations.load(cluster, lo_s - 4 * 86400 - W, hi_s + W, timeout_s=timeout_s)
+        allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
         matched = matched or bool(allocations)
-        windows = signal_test.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations)
+        found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations)
         for metric, _, _ in present:
             done += 1
             say(done - 1, total, f"scanning metric {done}/{total}: {metric}")
-            vals = window_features(cluster, windows, [metric], lo_s=lo_s - W - HOUR, hi_s=hi_s,
+            vals = window_features(cluster, found, [metric], lo_s=lo_s - W - HOUR, hi_s=hi_s,
                                    timeout_s=timeout_s)[metric]
             before, control = values.setdefault(metric, ([], []))
-            for w, v in zip(windows, vals):
+            for w, v in zip(found, vals):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
     say(total, total, "ranking")

@@ -67,11 +67,11 @@ def client_for(user):
 
 
 def known_fleet_fixture(cluster: str, seed: int):
-    """A module-scoped fixture writing the fleet with a known precursor (test_signal_test) under
+    """A module-scoped fixture writing the fleet with a known precursor (test_fleet_test) under
     ``cluster``: each module its own name and seed, so the writer never drops it as a retry."""
     import pytest
 
-    from tests.telemetry.queries.test_signal_test import write_fleet
+    from tests.telemetry.queries.test_fleet_test import write_fleet
 
     def known_fleet(telemetry_store):
         return write_fleet(cluster, seed=seed)

@@ -220,7 +220,7 @@ def test_a_viewer_reads_the_case_without_verdict_controls(page, live_server, fle
 
 def test_an_investigator_runs_a_fleet_test_and_reads_its_result(page, live_server, clean_store, investigator):
     from investigations.services import hypotheses
-    from tests.telemetry.queries.test_signal_test import write_fleet as write_known_fleet
+    from tests.telemetry.queries.test_fleet_test import write_fleet as write_known_fleet
     from webapp import celery_app
     from webapp.worker import EmbeddedWorker
 

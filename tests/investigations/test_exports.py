@@ -19,7 +19,7 @@ from investigations import tokens
 from investigations.models import BackgroundJob
 from investigations.services import exports, hypotheses, jobs, verdicts
 from tests.telemetry.queries import BASE
-from tests.telemetry.queries.test_signal_test import FAILURES
+from tests.telemetry.queries.test_fleet_test import FAILURES
 
 from .factories import client_for, known_fleet_fixture, make_case
 from .test_fleet_tests import SIGNAL

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from investigations.models import BackgroundJob
-from investigations.services import activity, fleet_tests, hypotheses, jobs
+from investigations.services import activity, fleet_test, hypotheses, jobs
 
 from .factories import client_for, known_fleet_fixture, make_case
 from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
@@ -34,7 +34,7 @@ def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(known
     assert 'id="test-form"' in page and "Not tested across the fleet yet" in page
 
     resp = c.post(f"/hypotheses/{h.pk}/test", {"days": "", "cluster": CLUSTER})
-    job = BackgroundJob.objects.get(kind="hypothesis_test")
+    job = BackgroundJob.objects.get(kind="fleet_test")
     assert resp.status_code == 302 and resp["Location"] == f"/jobs/{job.pk}/"
     assert job.params == {"hypothesis_id": h.pk, "cluster": CLUSTER, "days": None}
     done = wait_for(job.pk, timeout=120)
@@ -64,7 +64,7 @@ def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(known
 def test_examples_link_to_the_case_when_one_is_open(known_fleet, worker, investigator):
     case = make_case(cluster=CLUSTER, job_id="503")  # one of the six failures (h07)
     h = hypotheses.pin_hypothesis(investigator, case=case, **SIGNAL)
-    job = fleet_tests.start_test(investigator, h, cluster=CLUSTER)
+    job = fleet_test.start_fleet_test(investigator, h, cluster=CLUSTER)
     assert wait_for(job.pk, timeout=120).state == "succeeded"
     html = client_for(investigator).get(f"/jobs/{job.pk}/progress").content.decode()
     assert f'<a href="{case.get_absolute_url()}">case</a>' in html
@@ -76,7 +76,7 @@ def test_the_api_starts_a_test_and_refuses_what_cannot_run(known_fleet, worker, 
     c = client_for(investigator)
     r = c.post(f"/api/hypotheses/{h.pk}/tests", json.dumps({"cluster": CLUSTER, "days": 30}),
                content_type="application/json")
-    assert r.status_code == 201 and r.json()["kind"] == "hypothesis_test"
+    assert r.status_code == 201 and r.json()["kind"] == "fleet_test"
     assert r.json()["params"] == {"hypothesis_id": h.pk, "cluster": CLUSTER, "days": 30}
     assert wait_for(r.json()["id"], timeout=120).state == "succeeded"
 
@@ -93,7 +93,7 @@ def test_the_api_starts_a_test_and_refuses_what_cannot_run(known_fleet, worker, 
     assert v.post(f"/api/hypotheses/{h.pk}/tests", "{}", content_type="application/json").status_code == 403
     assert v.post(f"/hypotheses/{h.pk}/test", {"days": "30"}).status_code == 403
     assert 'id="test-form"' not in v.get(h.get_absolute_url()).content.decode()
-    assert BackgroundJob.objects.filter(kind="hypothesis_test").count() == 1
+    assert BackgroundJob.objects.filter(kind="fleet_test").count() == 1
 
 
 def test_the_page_form_rejects_a_range_it_does_not_offer(investigator):
@@ -104,7 +104,7 @@ def test_the_page_form_rejects_a_range_it_does_not_offer(investigator):
 
 
 def test_a_test_of_a_hypothesis_that_is_gone_fails_with_a_reason(known_fleet):
-    job = BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": 424242})
+    job = BackgroundJob.objects.create(kind="fleet_test", params={"hypothesis_id": 424242})
     assert jobs.run(job.pk) == "failed"
     job.refresh_from_db()
     assert job.state == "failed" and "hypothesis 424242 does not exist" in job.error
@@ -122,7 +122,7 @@ def test_a_test_without_lift_reads_as_such_on_the_board_and_its_page(investigato
               "lift_ci": [None, None], "precision": None, "precision_ci": [None, None], "alarms": 0, "true_alarms": 0,
               "node_days": 0, "false_alarms_per_1000_node_days": None, "lead_times_s": [], "lead_median_s": None,
               "examples": [], "controls": {"same_hosts": 0, "peers": 0}, "no_data": {"before": 0, "controls": 0}}
-    job = BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": h.pk}, state="succeeded",
+    job = BackgroundJob.objects.create(kind="fleet_test", hypothesis=h, params={"hypothesis_id": h.pk}, state="succeeded",
                                        result=result, finished_at=timezone.now())
     c = client_for(investigator)
     board = c.get("/board/").content.decode()

@@ -83,13 +83,13 @@ def test_no_verdicts_no_estimate(investigator):
 def test_latest_test_is_the_newest_succeeded_hypothesis_test(investigator):
     h, other = make_hypothesis(investigator), make_hypothesis(investigator)
     now = timezone.now()
-    BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": h.pk}, state="succeeded",
+    BackgroundJob.objects.create(kind="fleet_test", hypothesis=h, params={"hypothesis_id": h.pk}, state="succeeded",
                                  result={"lift": 3.0, "p": 0.01}, finished_at=now - timedelta(days=2))
-    newest = BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": h.pk}, state="succeeded",
+    newest = BackgroundJob.objects.create(kind="fleet_test", hypothesis=h, params={"hypothesis_id": h.pk}, state="succeeded",
                                           result={"lift": 7.1, "p": 2e-6, "q": 1e-4}, finished_at=now - timedelta(days=1))
-    BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": h.pk}, state="failed",
+    BackgroundJob.objects.create(kind="fleet_test", hypothesis=h, params={"hypothesis_id": h.pk}, state="failed",
                                  finished_at=now)
-    BackgroundJob.objects.create(kind="hypothesis_test", params={"hypothesis_id": other.pk}, state="succeeded",
+    BackgroundJob.objects.create(kind="fleet_test", hypothesis=other, params={"hypothesis_id": other.pk}, state="succeeded",
                                  result={"lift": 1.0, "p": 0.9}, finished_at=now)
     test = track_record(h).latest_test
     assert (test["job_id"], test["lift"], test["p"], test["q"]) == (newest.pk, 7.1, 2e-6, 1e-4)

@@ -1,13 +1,13 @@
-"""Signal scan on the fleet whose truth we wrote (see test_signal_test): the injected precursor
+"""Signal scan on the fleet whose truth we wrote (see test_fleet_test): the injected precursor
 (PCIe replays ramping before each NODE_FAIL) ranks first with a small q; the noise metric (inlet
 temperature spiking anywhere) does not stand out."""
 from __future__ import annotations
 
 import pytest
 
-from telemetry.queries import signal_scan, signal_test
+from telemetry.queries import signal_scan, windows
 
-from .test_signal_test import write_fleet
+from .test_fleet_test import write_fleet
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def fleet(telemetry_store):
 
 def test_the_precursor_ranks_first_and_the_noise_does_not_stand_out(fleet):
     stages = []
-    r = signal_scan.scan(signal_test.parse_outcome("NODE_FAIL"), 6 * 3600, clusters=[fleet],
+    r = signal_scan.scan(windows.parse_outcome("NODE_FAIL"), 6 * 3600, clusters=[fleet],
                          progress=lambda done, total, stage: stages.append((done, total, stage)))
     assert r["outcome_interruptions"] == 6 and r["metrics_tested"] == 2 and r["matched_on_activity"]
     first, second = r["rows"]
@@ -29,14 +29,14 @@ def test_the_precursor_ranks_first_and_the_noise_does_not_stand_out(fleet):
 
 
 def test_a_scan_limited_to_some_metrics_and_an_outcome_with_none_in_range(fleet):
-    r = signal_scan.scan(signal_test.parse_outcome("XID 79"), 3600, clusters=[fleet], metrics=["gpu.pcie.replay"])
+    r = signal_scan.scan(windows.parse_outcome("XID 79"), 3600, clusters=[fleet], metrics=["gpu.pcie.replay"])
     assert r["outcome_interruptions"] == 3 and [row["metric"] for row in r["rows"]] == ["gpu.pcie.replay"]
-    none = signal_scan.scan(signal_test.parse_outcome("TIMEOUT"), 3600, clusters=[fleet])
+    none = signal_scan.scan(windows.parse_outcome("TIMEOUT"), 3600, clusters=[fleet])
     assert none["outcome_interruptions"] == 0 and none["rows"] == [] and none["metrics_tested"] == 0
 
 
 def test_what_the_scan_refuses():
-    with pytest.raises(signal_test.NotTestable, match="1 min to 30 days"):
-        signal_scan.scan(signal_test.parse_outcome("NODE_FAIL"), 30)
-    with pytest.raises(signal_test.NotTestable, match="not in the catalog: gpu.nope"):
-        signal_scan.scan(signal_test.parse_outcome("NODE_FAIL"), 3600, metrics=["gpu.nope"])
+    with pytest.raises(windows.NotTestable, match="1 min to 30 days"):
+        signal_scan.scan(windows.parse_outcome("NODE_FAIL"), 30)
+    with pytest.raises(windows.NotTestable, match="not in the catalog: gpu.nope"):
+        signal_scan.scan(windows.parse_outcome("NODE_FAIL"), 3600, metrics=["gpu.nope"])

@@ -8,7 +8,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from telemetry.queries import signal_test as st
+from telemetry.queries import fleet_test as st
+from telemetry.queries import windows
 
 from . import BASE, event_row, every, write_rows, write_samples
 
@@ -192,22 +193,22 @@ def test_controls_are_matched_on_activity(clean_store):
     alloc.append(a)
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
-    chosen, t0s = st.outcome_interruptions("act", st.parse_outcome("NODE_FAIL"), 3600, int(BASE.timestamp()),
+    chosen, t0s = windows.outcome_interruptions("act", st.parse_outcome("NODE_FAIL"), 3600, int(BASE.timestamp()),
                                            int((BASE + timedelta(days=4)).timestamp()), timeout_s=30)
     assert [c.job_id for c in chosen] == ["1"]
     reporting = ["b1", "b2", "b3", "i1", "i2", "i3", "f1"]  # i*: reporting, never in a job
-    allocations = st.Allocations.load("act", int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp()),
+    allocations = windows.Allocations.load("act", int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp()),
                                       timeout_s=30)
     assert allocations.busy("b1", int(end.timestamp())) and not allocations.busy("i1", int(end.timestamp()))
     lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp())
     for _ in range(3):  # whichever the hash picks, never an idle host
-        windows = st.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, allocations)
-        peers = [w for w in windows if w.kind == "peers"]
+        found = windows.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, allocations)
+        peers = [w for w in found if w.kind == "peers"]
         assert len(peers) == 1 and set(peers[0].hosts) <= {"b1", "b2", "b3"}
     # f1 ran its failing job only from 30 h before t0: a day earlier it was busy, a day later not.
-    same = sorted(w.end - int(end.timestamp()) for w in windows if w.kind == "same_hosts")
+    same = sorted(w.end - int(end.timestamp()) for w in found if w.kind == "same_hosts")
     assert same == [-86400]
-    unmatched = st.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, None)
+    unmatched = windows.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, None)
     assert len([w for w in unmatched if w.kind == "same_hosts"]) == 3  # days -1, +1, +2 in range
 
 
@@ -222,5 +223,5 @@ def test_link_down_is_an_outcome_the_interruptions_with_a_link_down_near_t0(clea
     write_rows("events", [event_row(CLUSTER, "h01", end - timedelta(minutes=3), "link_down", 0, "mlx5_0", "error"),
                           event_row(CLUSTER, "h02", end - timedelta(hours=1), "link_down", 0, "mlx5_0", "error")])
     lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp())
-    chosen, _ = st.outcome_interruptions(CLUSTER, st.parse_outcome("link down"), 3600, lo, hi, timeout_s=60)
+    chosen, _ = windows.outcome_interruptions(CLUSTER, st.parse_outcome("link down"), 3600, lo, hi, timeout_s=60)
     assert [c.job_id for c in chosen] == ["71"]

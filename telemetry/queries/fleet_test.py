@@ -1,0 +1,334 @@
+"""Fleet test of a signal hypothesis: does the signal fire before the outcome more often than
+it fires at other times?
+
+The question a hypothesis asks ("PCIe replays climb for hours before XID 79") is answered with
+matched windows over the fleet's history, and with the alarms a deployed rule would raise.
+
+Outcomes and windows
+--------------------
+The outcome (``parse_outcome``: a Slurm state, XID codes, ``link down`` or ``any interruption``) and the matched
+windows — the lead window W before each interruption of the outcome, the same hosts at healthy
+times, healthy peers at the same time, matched on activity — are the window engine's
+(telemetry/queries/windows.py), shared with the signal scan and the dataset export. A window
+whose hosts reported nothing of the metric in it is left out and counted as ``no data``.
+
+When does the signal fire
+-------------------------
+On the one-minute rollup (``samples_1m``), per series (host, component), a minute fires when:
+- ``threshold``: the minute's max (operator ``>``) or min (``<``) passes the threshold;
+- ``rate``: the per-second change since the series' previous minute passes it — counters from
+  minute max to minute max (a drop is a reset: no rate), gauges from average to average;
+- ``trend``: the change of the hourly average since the previous hour, per hour, passes it (a
+  slow drift that a rate per second would not show).
+A window fires when any minute of any component of any of its hosts fires in it. The engine
+returns only the firing (host, minute) pairs and the hourly coverage; the rest is arithmetic on
+those.
+
+Statistics
+----------
+The 2×2 table: a = windows before the outcome that fired, b = control windows that fired,
+c and d the quiet ones. recall = a/(a+c); control firing rate = b/(b+d); lift = their ratio
+(relative risk, with the Katz log interval; ½ added to every cell when one is zero);
+p = Fisher's exact test, one-sided (more firing before the outcome than in controls).
+Intervals on proportions are Jeffreys 95 %.
+
+Alarms: each host's firing minutes, de-duplicated to one alarm per W (the first minute opens
+an alarm, minutes within W of it belong to it). An alarm is true when an interruption of the
+outcome involving that host has t0 within (first minute, first minute + W]. precision =
+true / alarms; false alarms per 1,000 node-days observed (node-days from the hourly coverage).
+Lead time: t0 − the first firing minute of each fired window before the outcome.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import numpy as np
+from scipy.stats import fisher_exact
+
+from telemetry import catalog, rules
+from telemetry.queries import windows
+from telemetry.queries.windows import (COVERAGE_S, QUERY_TIMEOUT_S, ROLLUP_SQL, Interruption, NotTestable,  # noqa: F401
+                                       Outcome, Window, parse_outcome)
+from telemetry.stats import jeffreys_interval
+
+MAX_EXAMPLES = 60
+
+
+@dataclass(frozen=True)
+class Signal:
+    metric: str
+    condition: str
+    operator: str
+    threshold: float
+    lead_s: int
+
+    def __post_init__(self):
+        if not catalog.is_known(self.metric):
+            raise NotTestable(f"metric {self.metric!r} is not in the catalog")
+        if self.condition not in rules.CONDITIONS:
+            raise NotTestable(f"condition {self.condition!r} is not one of {', '.join(rules.CONDITIONS)}")
+        if self.operator not in rules.OPERATORS:
+            raise NotTestable(f"operator {self.operator!r} is not one of {' '.join(rules.OPERATORS)}")
+        if not math.isfinite(self.threshold):
+            raise NotTestable("threshold must be a finite number")
+        windows.check_lead(self.lead_s, "the fleet test")
+
+    @property
+    def text(self) -> str:
+        what = {"threshold": "value", "rate": "rate /s", "trend": "trend /h"}[self.condition]
+        return f"{self.metric} {what} {self.operator} {self.threshold:g} within {self.lead_s / 3600:g} h before"
+
+
+@dataclass
+class FleetTestResult:
+    signal: str
+    outcome: str
+    clusters: list[str]
+    range: tuple[str, str] | None
+    n_outcome: int
+    a: int = 0
+    b: int = 0
+    c: int = 0
+    d: int = 0
+    no_data_before: int = 0
+    no_data_controls: int = 0
+    controls: dict = field(default_factory=dict)
+    lead_times_s: list[int] = field(default_factory=list)
+    alarms: int = 0
+    true_alarms: int = 0
+    node_days: float = 0.0
+    examples: list[dict] = field(default_factory=list)
+    matched_on_activity: bool = False
+
+    def as_dict(self) -> dict:
+        recall, rlo, rhi = jeffreys_interval(self.a, self.c)
+        control_rate, clo, chi = jeffreys_interval(self.b, self.d)
+        lift, llo, lhi = _relative_risk(self.a, self.b, self.c, self.d)
+        p = None
+        if (self.a + self.c) and (self.b + self.d):
+            p = float(fisher_exact([[self.a, self.b], [self.c, self.d]], alternative="greater").pvalue)
+        precision, plo, phi = jeffreys_interval(self.true_alarms, self.alarms - self.true_alarms)
+        false_alarms = self.alarms - self.true_alarms
+        leads = sorted(self.lead_times_s)
+        return {
+            "signal": self.signal, "outcome": self.outcome, "clusters": self.clusters,
+            "range": list(self.range) if self.range else None, "outcome_interruptions": self.n_outcome,
+            "table": {"a": self.a, "b": self.b, "c": self.c, "d": self.d},
+            "no_data": {"before": self.no_data_before, "controls": self.no_data_controls},
+            "controls": self.controls, "matched_on_activity": self.matched_on_activity,
+            "recall": recall, "recall_ci": [rlo, rhi],
+            "control_rate": control_rate, "control_rate_ci": [clo, chi],
+            "lift": lift, "lift_ci": [llo, lhi], "p": p,
+            "alarms": self.alarms, "true_alarms": self.true_alarms,
+            "precision": precision, "precision_ci": [plo, phi],
+            "node_days": round(self.node_days, 2),
+            "false_alarms_per_1000_node_days": (round(false_alarms / self.node_days * 1000, 3)
+                                                if self.node_days else None),
+            "lead_times_s": leads, "lead_median_s": float(np.median(leads)) if leads else None,
+            "examples": self.examples,
+        }
+
+
+def _relative_risk(a: int, b: int, c: int, d: int):
+    if not (a + c) or not (b + d):
+        return None, None, None
+    if 0 in (a, b, c, d):
+        a, b, c, d = a + 0.5, b + 0.5, c + 0.5, d + 0.5
+    rr = (a / (a + c)) / (b / (b + d))
+    se = math.sqrt(1 / a - 1 / (a + c) + 1 / b - 1 / (b + d))
+    z = 1.959963984540054
+    return rr, rr * math.exp(-z * se), rr * math.exp(z * se)
+
+
+def _firing_sql(signal: Signal, counter: bool) -> str:
+    op = signal.operator
+    if signal.condition == "threshold":
+        value = "hi" if op == ">" else "lo"
+        return (f"SELECT host, toUnixTimestamp(ts) AS t FROM ({ROLLUP_SQL}) "
+                f"WHERE {value} {op} {{thr:Float64}} GROUP BY host, t ORDER BY host, t")
+    if signal.condition == "rate":
+        value = "hi" if counter else "s / n"
+        clock = "toUnixTimestamp64Milli(last_ts) / 1000.0" if counter else "toFloat64(toUnixTimestamp(ts))"
+        reset = "AND v >= pv" if counter else ""
+        return (
+            "SELECT host, t FROM ("
+            f"  SELECT host, toUnixTimestamp(ts) AS t, {value} AS v, {clock} AS c, "
+            "   lagInFrame(v) OVER w AS pv, lagInFrame(c) OVER w AS pc, row_number() OVER w AS rn "
+            f"  FROM ({ROLLUP_SQL}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
+            "   ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
+            f"WHERE rn > 1 AND c > pc {reset} AND (v - pv) / (c - pc) {op} {{thr:Float64}} "
+            "GROUP BY host, t ORDER BY host, t")
+    # trend: hourly averages, the change from one hour to the next, per hour
+    return (
+        "SELECT host, t FROM ("
+        "  SELECT host, h AS t, v, lagInFrame(v) OVER w AS pv, lagInFrame(h) OVER w AS ph, row_number() OVER w AS rn "
+        "  FROM (SELECT host, component, intDiv(toUnixTimestamp(ts), 3600) * 3600 AS h, sum(s) / sum(n) AS v "
+        f"        FROM ({ROLLUP_SQL}) GROUP BY host, component, h) "
+        "  WINDOW w AS (PARTITION BY host, component ORDER BY h ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
+        f"WHERE rn > 1 AND t > ph AND (v - pv) / ((t - ph) / 3600.0) {op} {{thr:Float64}} "
+        "GROUP BY host, t ORDER BY host, t")
+
+
+def _alarm_starts(times: np.ndarray, lead_s: int) -> np.ndarray:
+    """One alarm per lead window: the first firing minute opens one, minutes within lead_s of
+    it belong to it, the next minute after that opens the next."""
+    starts = []
+    i, n = 0, len(times)
+    while i < n:
+        t = int(times[i])
+        starts.append(t)
+        i = int(np.searchsorted(times, t + lead_s, side="left"))
+    return np.asarray(starts, dtype=np.int64)
+
+
+def _first_fire(fires: dict[str, np.ndarray], hosts, start: int, end: int) -> int | None:
+    best = None
+    for h in hosts:
+        arr = fires.get(h)
+        if arr is None or not len(arr):
+            continue
+        i = int(np.searchsorted(arr, start, side="left"))
+        if i < len(arr) and arr[i] < end and (best is None or arr[i] < best):
+            best = int(arr[i])
+    return best
+
+
+# --- the steps of a run, per cluster ----------------------------------------------------------
+
+def _tested_range(cluster: str, metric: str, start: datetime | None, end: datetime | None,
+                  timeout_s: int) -> tuple[int, int] | None:
+    """[lo_s, hi_s): the requested range, or the metric's whole history; None when empty."""
+    first, last, n = windows.metric_span(cluster, metric, timeout_s=timeout_s)
+    if not n:
+        return None
+    lo_s = int(start.timestamp()) if start else int(first)
+    hi_s = int(end.timestamp()) if end else int(last) + 60
+    return (lo_s, hi_s) if hi_s > lo_s else None
+
+
+def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_s: int):
+    """Per host, the sorted minutes where the signal fires, and the hours the metric has data."""
+    counter = catalog.get(signal.metric).is_counter
+    params = {"cluster": cluster, "metric": signal.metric, "lo_s": lo_s, "hi_s": hi_s, "thr": float(signal.threshold)}
+    fires = windows.columns_by_host(_firing_sql(signal, counter), params, tag="fleet_test:fires", timeout_s=timeout_s)
+    coverage = windows.coverage(cluster, signal.metric, lo_s, hi_s, timeout_s=timeout_s)
+    return fires, coverage
+
+
+def _judge(found: list[Window], fires, coverage) -> None:
+    """Mark each window: had data at all, and its first firing minute."""
+    for w in found:
+        w.has_data = windows.covered(coverage, w.hosts, w.start, w.end)
+        if w.has_data:
+            w.fired_at = _first_fire(fires, w.hosts, w.start, w.end)
+
+
+def _tally(result: FleetTestResult, found: list[Window], chosen: list[Interruption]) -> None:
+    """The 2×2 table, the windows without data, and the lead times of fired windows."""
+    for w in found:
+        if w.kind == "before":
+            if not w.has_data:
+                result.no_data_before += 1
+            elif w.fired_at is not None:
+                result.a += 1
+                result.lead_times_s.append(int(chosen[w.index].t0 - w.fired_at))
+            else:
+                result.c += 1
+        else:
+            if not w.has_data:
+                result.no_data_controls += 1
+                continue
+            result.controls[w.kind] += 1
+            if w.fired_at is not None:
+                result.b += 1
+            else:
+                result.d += 1
+
+
+def _add_examples(result: FleetTestResult, cluster: str, found: list[Window], chosen: list[Interruption]) -> None:
+    for w in found:
+        if w.kind == "before":
+            it = chosen[w.index]
+            result.examples.append({
+                "cluster": cluster, "job_id": it.job_id, "name": it.name, "state": it.state,
+                "t0": datetime.fromtimestamp(it.t0, timezone.utc).isoformat(), "hosts": len(it.hosts),
+                "fired": w.fired_at is not None, "has_data": w.has_data,
+                "lead_s": int(it.t0 - w.fired_at) if w.fired_at is not None else None,
+            })
+
+
+def _count_alarms(result: FleetTestResult, fires, chosen: list[Interruption], W: int) -> None:
+    """The alarms a deployed rule would have raised on each host, and how many the outcome followed."""
+    outcome_t0s: dict[str, list[int]] = {}
+    for it in chosen:
+        for h in it.hosts:
+            outcome_t0s.setdefault(h, []).append(it.t0)
+    outcome_arr = {h: np.asarray(sorted(v), dtype=np.int64) for h, v in outcome_t0s.items()}
+    for host, times in fires.items():
+        opened = _alarm_starts(times, W)
+        result.alarms += len(opened)
+        after = outcome_arr.get(host)
+        if after is not None and len(opened):
+            # the first outcome t0 after each alarm's first minute: within W makes it true
+            i = np.searchsorted(after, opened + 1, side="left")
+            ok = i < len(after)
+            result.true_alarms += int(np.count_nonzero(after[i[ok]] <= opened[ok] + W))
+
+
+def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, cluster: str, lo_s: int, hi_s: int,
+                  say: Callable[[int, str], None], timeout_s: int) -> None:
+    """One cluster's part of the test, added to ``result``; ``say(step 1..4, stage)``."""
+    W = int(signal.lead_s)
+    say(1, "interruptions and their hosts")
+    chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
+    say(2, "minutes where the signal fires")
+    fires, coverage = _firing_minutes(cluster, signal, lo_s, hi_s, timeout_s)
+    say(3, f"{len(chosen)} interruptions of {outcome.label} against their controls")
+    allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
+    found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations)
+    result.matched_on_activity = result.matched_on_activity or bool(allocations)
+    _judge(found, fires, coverage)
+    result.n_outcome += len(chosen)
+    _tally(result, found, chosen)
+    _add_examples(result, cluster, found, chosen)
+    say(4, "alarms a deployed rule would have raised")
+    _count_alarms(result, fires, chosen, W)
+    result.node_days += sum(len(v) for v in coverage.values()) * COVERAGE_S / 86400
+
+
+def run(signal: Signal, outcome: Outcome, *, clusters: list[str] | None = None,
+        start: datetime | None = None, end: datetime | None = None,
+        progress: Callable[[int, int, str], None] | None = None, timeout_s: int = QUERY_TIMEOUT_S) -> FleetTestResult:
+    """Test ``signal`` against ``outcome`` on the given clusters (default: every cluster with jobs)
+    over [start, end) (default: all the metric's history in the store)."""
+    progress = progress or (lambda done, total, stage: None)
+    clusters = clusters or windows.clusters_with_jobs(timeout_s=timeout_s)
+    result = FleetTestResult(signal=signal.text, outcome=outcome.label, clusters=list(clusters), range=None,
+                             n_outcome=0, controls={"same_hosts": 0, "peers": 0})
+    steps = 4 * max(1, len(clusters))  # four steps per cluster
+    lo_all = hi_all = None
+    for ci, cluster in enumerate(clusters):
+        prefix = f"cluster {cluster} ({ci + 1}/{len(clusters)})"
+
+        def say(k: int, stage: str, _ci=ci, _prefix=prefix) -> None:
+            progress(4 * _ci + k, steps, f"{_prefix}: {stage}")
+
+        say(0, "finding the metric's history")
+        tested = _tested_range(cluster, signal.metric, start, end, timeout_s)
+        if tested is None:
+            continue
+        lo_s, hi_s = tested
+        lo_all = lo_s if lo_all is None else min(lo_all, lo_s)
+        hi_all = hi_s if hi_all is None else max(hi_all, hi_s)
+        _test_cluster(result, signal, outcome, cluster, lo_s, hi_s, say, timeout_s)
+    if lo_all is not None:
+        iso = lambda s: datetime.fromtimestamp(s, timezone.utc).isoformat()  # noqa: E731
+        result.range = (iso(lo_all), iso(hi_all))
+    # Fired first (longest lead first), then the quiet ones, then those without data.
+    result.examples.sort(key=lambda e: (not e["fired"], not e["has_data"], -(e["lead_s"] or 0), e["t0"]))
+    del result.examples[MAX_EXAMPLES:]
+    progress(steps, steps, "done")
+    return result

@@ -1,0 +1,339 @@
+"""The matched-window engine: outcomes, the interruptions of an outcome, the windows before them
+and their healthy controls, job allocations, and the one-minute rollup they are read from.
+Used by the fleet test (fleet_test.py), the signal scan (signal_scan.py) and the dataset export
+(investigations/services/exports.py): all three look at the same windows.
+
+Outcome
+-------
+``parse_outcome`` reads an outcome text: a Slurm interruption state (``NODE_FAIL``, ``FAILED``,
+...), one or more XID codes (``XID 79``, ``xid 48/94``: the interruptions with such an XID on one
+of the job's hosts within ±10 min of t0), ``link down`` (a link-down event — an mlx5 ``Link down``
+or pulled cable — on one of the job's hosts within ±10 min of t0), or ``any interruption``.
+Anything else is refused with the accepted forms.
+
+Windows (W = the lead window)
+-----------------------------
+- **before the outcome**: for each interruption of the outcome, [t0 − W, t0) on the job's hosts;
+- **same hosts at healthy times**: the same hosts over the same time of day 1, 2 and 3 days
+  before and after, kept when no interruption of any kind touched those hosts from the window's
+  start to W after its end, and the window lies in the tested range (later days count too: a
+  short history still has controls, and a host that was down after its failure has no data);
+- **healthy peers at the same time**: as many hosts as the job had (at most what there is), of
+  the same cluster, reporting the metric, outside the job, without an interruption from t0 − W
+  to t0 + W; picked by a hash of (job, host), so a re-run picks the same ones.
+Controls are matched on activity: a control window counts only when its hosts were running a
+job at its end (at least half of them, for the same-host controls; each peer, for the peers),
+as the hosts before an interruption were. An idle host runs cooler, quieter and slower, and
+workload-driven metrics would otherwise look like precursors. A cluster without any job
+allocations on record is not matched.
+A window whose hosts reported nothing of the metric in it (hourly coverage, ``covered``) is left
+out and counted as ``no data`` by its users.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from telemetry import catalog, rules, store
+from telemetry.queries.interruptions import EVENT_WINDOW_S, INTERRUPTION_STATES
+
+CONTROL_DAYS = (-3, -2, -1, 1, 2, 3)  # days from t0; the windows keep the time of day
+CONTROL_REACH_S = 4 * 86400  # how far from the range controls (and the interruptions that veto them) reach
+COVERAGE_S = 3600
+QUERY_TIMEOUT_S = 600
+
+
+_XID_RE = re.compile(r"^xids?\s*[:#]?\s*(\d{1,3}(?:\s*[/,+ ]\s*(?:xid\s*)?\d{1,3})*)$", re.I)
+
+
+class NotTestable(ValueError):
+    """The hypothesis cannot be tested as stated; the message says why and what would do."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: str
+    states: tuple[str, ...] = ()  # empty: any interruption state
+    xids: tuple[int, ...] = ()  # non-empty: only interruptions with one of these XIDs near t0
+    events: tuple[str, ...] = ()  # non-empty: only interruptions with an event of these kinds near t0
+
+
+def parse_outcome(text: str) -> Outcome:
+    raw = " ".join((text or "").split())
+    upper = raw.upper().replace(" ", "_")
+    if upper in INTERRUPTION_STATES:
+        return Outcome(label=upper, states=(upper,))
+    if raw.lower() in ("any", "any interruption", "interruption", "interruptions", "any_interruption"):
+        return Outcome(label="any interruption")
+    if raw.lower().replace("_", " ").replace("-", " ") in ("link down", "linkdown"):
+        return Outcome(label="link down", events=("link_down",))
+    m = _XID_RE.match(raw)
+    if m:
+        codes = tuple(sorted({int(c) for c in re.findall(r"\d+", m.group(1))}))
+        return Outcome(label="XID " + "/".join(map(str, codes)), xids=codes)
+    raise NotTestable(
+        f"outcome {raw!r} is not a class the fleet test can find: use an interruption state "
+        f"({', '.join(INTERRUPTION_STATES)}), XID codes ('XID 79', 'XID 48/94'), 'link down' or 'any interruption'")
+
+
+@dataclass
+class Interruption:
+    cluster: str
+    job_id: str
+    name: str
+    state: str
+    t0: int  # epoch seconds
+    hosts: tuple[str, ...]
+
+
+@dataclass
+class Window:
+    kind: str  # before | same_hosts | peers
+    index: int  # the interruption it belongs to
+    hosts: tuple[str, ...]
+    start: int
+    end: int
+    fired_at: int | None = None
+    has_data: bool = True
+
+
+# --- the engine's part ---------------------------------------------------------------------------
+
+# The one-minute rollup of one metric in one cluster, merged per (host, component, minute): the
+# AggregatingMergeTree may hold a minute in several unmerged parts.
+ROLLUP_SQL = ("SELECT host, component, ts, min(min) AS lo, max(max) AS hi, sum(sum) AS s, sum(count) AS n, "
+           "max(max_ts) AS last_ts FROM samples_1m "
+           "WHERE cluster = {cluster:String} AND metric = {metric:String} "
+           "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) "
+           "GROUP BY host, component, ts")
+
+
+COVERAGE_SQL = ("SELECT host, intDiv(toUnixTimestamp(ts), {cov:UInt32}) AS hour FROM samples_1m "
+                 "WHERE cluster = {cluster:String} AND metric = {metric:String} "
+                 "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) "
+                 "GROUP BY host, hour ORDER BY host, hour")
+
+SPAN_SQL = ("SELECT toUnixTimestamp(min(ts)), toUnixTimestamp(max(ts)), count() FROM samples_1m "
+             "WHERE cluster = {cluster:String} AND metric = {metric:String}")
+
+_INTERRUPTED = (
+    "SELECT job_id, name, state, assumeNotNull(end_ts) AS end_ts FROM jobs FINAL "
+    "WHERE cluster = {cluster:String} AND state IN {states:Array(String)} AND end_ts IS NOT NULL "
+    "AND end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') AND end_ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
+_INTERRUPTIONS_SQL = (
+    f"SELECT j.job_id, j.name, j.state, toUnixTimestamp(j.end_ts) AS t0, h.hosts FROM ({_INTERRUPTED}) AS j "
+    # each run of a requeued job has its own hosts: the run that started last before t0
+    "ASOF INNER JOIN (SELECT job_id, run_ts, groupArray(host) AS hosts FROM job_hosts FINAL "
+    "WHERE cluster = {cluster:String} "
+    f" AND job_id IN (SELECT job_id FROM ({_INTERRUPTED})) GROUP BY job_id, run_ts) AS h "
+    "ON h.job_id = j.job_id AND h.run_ts <= j.end_ts "
+    "ORDER BY t0, j.job_id")
+
+_XIDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} AND kind = 'xid' "
+             "AND code IN {codes:Array(Int64)} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
+             "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
+
+
+_EVENT_KINDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} "
+                    "AND kind IN {kinds:Array(String)} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
+                    "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
+
+_ALLOCATIONS_SQL = (
+    "SELECT host, toUnixTimestamp(start_ts) AS s, toUnixTimestamp(ifNull(end_ts, now64(3))) AS e "
+    "FROM job_hosts FINAL WHERE cluster = {cluster:String} "
+    "AND (end_ts IS NULL OR end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC')) "
+    "AND start_ts < toDateTime64({hi_s:Int64}, 3, 'UTC') ORDER BY host, s")
+
+
+@dataclass
+class Allocations:
+    """Per host, the sorted start times of its job allocations and the running maximum of their
+    ends: a host is busy at t when the latest allocation starting at or before t ends after t."""
+    by_host: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @classmethod
+    def load(cls, cluster: str, lo_s: int, hi_s: int, *, timeout_s: int) -> "Allocations":
+        table = store.query_arrow(_ALLOCATIONS_SQL, {"cluster": cluster, "lo_s": lo_s, "hi_s": hi_s},
+                                  tag="windows:allocations", timeout_s=timeout_s)
+        by_host = {}
+        if table.num_rows:
+            starts = table.column(1).to_numpy().astype(np.int64)
+            ends = table.column(2).to_numpy().astype(np.int64)
+            for host, a, b in host_runs(table):
+                by_host[host] = (starts[a:b], np.maximum.accumulate(ends[a:b]))
+        return cls(by_host)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_host)
+
+    def busy(self, host: str, t: int) -> bool:
+        found = self.by_host.get(host)
+        if found is None:
+            return False
+        starts, ends = found
+        i = int(np.searchsorted(starts, t, side="right")) - 1
+        return i >= 0 and ends[i] > t
+
+
+def clusters_with_jobs(*, timeout_s: int = 60) -> list[str]:
+    """Every cluster the scheduler reported jobs for (where interruptions can be found)."""
+    rows = store.query_rows("SELECT DISTINCT cluster FROM jobs ORDER BY cluster", tag="windows:clusters",
+                            timeout_s=timeout_s)
+    return [r[0] for r in rows]
+
+
+def host_runs(table) -> list[tuple[str, int, int]]:
+    """(host, first row, end row) of each host's run in an Arrow result ordered by host first."""
+    if table.num_rows == 0:
+        return []
+    hosts = table.column(0).to_pandas().astype(str).to_numpy()
+    cuts = np.flatnonzero(hosts[1:] != hosts[:-1]) + 1
+    starts, ends = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(hosts)]))
+    return [(str(hosts[a]), int(a), int(b)) for a, b in zip(starts, ends)]
+
+
+def by_host(rows) -> dict[str, np.ndarray]:
+    out: dict[str, list[int]] = {}
+    for host, t in rows:
+        out.setdefault(host, []).append(int(t))
+    return {h: np.asarray(v, dtype=np.int64) for h, v in out.items()}
+
+
+def columns_by_host(sql: str, params: dict, *, tag: str, timeout_s: int) -> dict[str, np.ndarray]:
+    """(host, t) rows ordered by host, t — read as Arrow columns, not Python tuples: a noisy
+    signal on a big fleet returns millions of firing minutes."""
+    table = store.query_arrow(sql, params, tag=tag, timeout_s=timeout_s)
+    times = table.column(1).to_numpy().astype(np.int64) if table.num_rows else None
+    return {host: times[a:b] for host, a, b in host_runs(table)}
+
+
+def pick_peers(job_key: str, candidates: list[str], k: int) -> tuple[str, ...]:
+    ranked = sorted(candidates, key=lambda h: hashlib.blake2b(f"{job_key}|{h}".encode(), digest_size=8).digest())
+    return tuple(sorted(ranked[:k]))
+
+
+def covered(coverage: dict[str, np.ndarray], hosts, start: int, end: int) -> bool:
+    lo, hi = start // COVERAGE_S, (end - 1) // COVERAGE_S
+    for h in hosts:
+        arr = coverage.get(h)
+        if arr is None:
+            continue
+        i = int(np.searchsorted(arr, lo, side="left"))
+        if i < len(arr) and arr[i] <= hi:
+            return True
+    return False
+
+
+def touched(host_t0s: dict[str, np.ndarray], hosts, lo: int, hi: int) -> bool:
+    """Did an interruption (any kind) on one of ``hosts`` end in [lo, hi)?"""
+    for h in hosts:
+        arr = host_t0s.get(h)
+        if arr is None:
+            continue
+        i = int(np.searchsorted(arr, lo, side="left"))
+        if i < len(arr) and arr[i] < hi:
+            return True
+    return False
+
+
+def outcome_interruptions(cluster: str, outcome: Outcome, W: int, lo_s: int, hi_s: int, *,
+                          timeout_s: int) -> tuple[list[Interruption], dict[str, np.ndarray]]:
+    """The interruptions of ``outcome`` whose whole lead window lies in [lo_s, hi_s), and the
+    sorted t0s of every interruption per host (they decide which controls are healthy)."""
+    # Interruptions a little past the range too: controls reach 3 days and a lead window out.
+    rows = store.query_rows(_INTERRUPTIONS_SQL, {"cluster": cluster, "states": list(INTERRUPTION_STATES),
+                                                 "lo_s": lo_s - CONTROL_REACH_S - W, "hi_s": hi_s + W},
+                            tag="windows:interruptions", timeout_s=timeout_s)
+    every = [Interruption(cluster, r[0], r[1], r[2], int(r[3]), tuple(sorted(r[4]))) for r in rows]
+    host_t0s: dict[str, list[int]] = {}
+    for it in every:
+        for h in it.hosts:
+            host_t0s.setdefault(h, []).append(it.t0)
+    host_t0s_arr = {h: np.asarray(sorted(v), dtype=np.int64) for h, v in host_t0s.items()}
+    chosen = [it for it in every if lo_s + W <= it.t0 < hi_s and (not outcome.states or it.state in outcome.states)]
+    if outcome.xids and chosen:
+        xid_rows = store.query_rows(_XIDS_SQL, {"cluster": cluster, "codes": list(outcome.xids),
+                                                "lo_s": lo_s - EVENT_WINDOW_S, "hi_s": hi_s + EVENT_WINDOW_S},
+                                    tag="windows:xids", timeout_s=timeout_s)
+        xids = {h: np.sort(v) for h, v in by_host(xid_rows).items()}
+        chosen = [it for it in chosen if touched(xids, it.hosts, it.t0 - EVENT_WINDOW_S, it.t0 + EVENT_WINDOW_S + 1)]
+    if outcome.events and chosen:
+        rows = store.query_rows(_EVENT_KINDS_SQL, {"cluster": cluster, "kinds": list(outcome.events),
+                                                   "lo_s": lo_s - EVENT_WINDOW_S, "hi_s": hi_s + EVENT_WINDOW_S},
+                                tag="windows:outcome_events", timeout_s=timeout_s)
+        seen = {h: np.sort(v) for h, v in by_host(rows).items()}
+        chosen = [it for it in chosen if touched(seen, it.hosts, it.t0 - EVENT_WINDOW_S, it.t0 + EVENT_WINDOW_S + 1)]
+    return chosen, host_t0s_arr
+
+
+def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str, np.ndarray], W: int,
+                    lo_s: int, hi_s: int, reporting: list[str],
+                    allocations: Allocations | None = None) -> list[Window]:
+    """The window before each chosen interruption and its controls (see the module docstring);
+    with ``allocations``, controls only where the hosts were running a job at the window's end."""
+    matched = bool(allocations)
+    windows: list[Window] = []
+    for idx, it in enumerate(chosen):
+        windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
+        for k in CONTROL_DAYS:
+            s, e = it.t0 - W + k * 86400, it.t0 + k * 86400
+            if s < lo_s or e > hi_s or touched(host_t0s, it.hosts, s, e + W):
+                continue
+            if matched and 2 * sum(allocations.busy(h, e - 1) for h in it.hosts) < len(it.hosts):
+                continue
+            windows.append(Window("same_hosts", idx, it.hosts, s, e))
+        job_hosts = set(it.hosts)
+        candidates = [h for h in reporting if h not in job_hosts and not touched(host_t0s, (h,), it.t0 - W, it.t0 + W)
+                      and (not matched or allocations.busy(h, it.t0 - 1))]
+        if candidates:
+            windows.append(Window("peers", idx, pick_peers(f"{cluster}|{it.job_id}", candidates, len(it.hosts)),
+                                  it.t0 - W, it.t0))
+    return windows
+
+
+def allocation_range(lo_s: int, hi_s: int, W: int) -> tuple[int, int]:
+    """The span whose job allocations and interruptions decide the controls of [lo_s, hi_s)."""
+    return lo_s - CONTROL_REACH_S - W, hi_s + W
+
+
+def metric_span(cluster: str, metric: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> tuple[int, int, int]:
+    """(first minute, last minute, rollup rows) of ``metric`` in ``cluster``."""
+    (first, last, n), = store.query_rows(SPAN_SQL, {"cluster": cluster, "metric": metric},
+                                         tag="windows:span", timeout_s=timeout_s)
+    return first, last, n
+
+
+def coverage(cluster: str, metric: str, lo_s: int, hi_s: int, *, timeout_s: int) -> dict[str, np.ndarray]:
+    """Per host, the sorted hours (epoch s // COVERAGE_S) in which it reported ``metric``."""
+    return columns_by_host(COVERAGE_SQL, {"cluster": cluster, "metric": metric, "lo_s": lo_s, "hi_s": hi_s,
+                                          "cov": COVERAGE_S}, tag="windows:coverage", timeout_s=timeout_s)
+
+
+_METRICS_SQL = ("SELECT metric, toUnixTimestamp(min(ts)), toUnixTimestamp(max(ts)) FROM samples_1m "
+                "WHERE cluster = {cluster:String} GROUP BY metric ORDER BY metric")
+
+_HOSTS_SQL = ("SELECT DISTINCT host FROM (SELECT host FROM hosts FINAL WHERE cluster = {cluster:String} "
+              "UNION ALL SELECT host FROM job_hosts FINAL WHERE cluster = {cluster:String}) ORDER BY host")
+
+
+def hosts_of(cluster: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[str]:
+    """The cluster's hosts: the inventory's and every host a job ran on."""
+    return [r[0] for r in store.query_rows(_HOSTS_SQL, {"cluster": cluster}, tag="windows:hosts",
+                                           timeout_s=timeout_s)]
+
+
+def metrics_present(cluster: str, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[tuple[str, int, int]]:
+    """Catalog metrics with rollup rows in ``cluster``: (name, first ts, last ts), by name."""
+    rows = store.query_rows(_METRICS_SQL, {"cluster": cluster}, tag="windows:metrics", timeout_s=timeout_s)
+    return [(m, int(a), int(b)) for m, a, b in rows if catalog.is_known(m)]
+
+
+def check_lead(lead_s: int, what: str) -> int:
+    """NotTestable unless the lead window is within the bounds every user of windows shares."""
+    try:
+        return rules.check_lead_window(lead_s)
+    except ValueError:
+        raise NotTestable(f"lead window {lead_s} s: {what} needs 1 min to 30 days") from None
