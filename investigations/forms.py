@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django import forms
 
-from investigations.models import COMPONENT_SCOPES, CONDITIONS, OPERATORS, Case, Hypothesis, Verdict
+from investigations.models import Case, Hypothesis, Verdict
 from telemetry.queries.interruptions import INTERRUPTION_STATES
+from telemetry.rules import COMPONENT_SCOPES, CONDITIONS, LEAD_WINDOW_MAX_S, LEAD_WINDOW_MIN_S, OPERATORS
 
 RANGES = {"24h": 86400, "7d": 7 * 86400, "30d": 30 * 86400, "90d": 90 * 86400, "all": None}
 HAS_CASE = (("", "any"), ("yes", "has a case"), ("no", "no case yet"))
@@ -29,8 +30,8 @@ class PinHypothesisForm(forms.Form):
     condition = forms.ChoiceField(choices=[(c, c) for c in CONDITIONS])
     operator = forms.ChoiceField(choices=[(o, o) for o in OPERATORS])
     threshold = forms.FloatField()
-    lead_window_min = forms.IntegerField(min_value=1, max_value=30 * 24 * 60, initial=360,
-                                         help_text="minutes before t0")
+    lead_window_min = forms.IntegerField(min_value=LEAD_WINDOW_MIN_S // 60, max_value=LEAD_WINDOW_MAX_S // 60,
+                                         initial=360, help_text="minutes before t0")
     outcome = forms.CharField(max_length=500)
     note = forms.CharField(max_length=2000, required=False)
 
@@ -56,11 +57,3 @@ class VerdictForm(forms.Form):
 
 class CommentForm(forms.Form):
     body = forms.CharField(max_length=10000, widget=forms.Textarea(attrs={"rows": 2}))
-
-
-class AssignForm(forms.Form):
-    assignee = forms.CharField(max_length=150, required=False)
-
-
-class StatusForm(forms.Form):
-    status = forms.CharField(max_length=16)

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from telemetry.rules import COMPONENT_SCOPES, CONDITIONS, OPERATORS
+
 
 class BackgroundJob(models.Model):
     class State(models.TextChoices):
@@ -79,9 +81,7 @@ class BackgroundJob(models.Model):
 # --- Investigation workspace: cases, hypotheses, verdicts, comments, audit ----------------------
 # State changes go through investigations/services/*; each verb writes an AuditEvent.
 
-COMPONENT_SCOPES = ("gpu", "nvswitch", "nic", "host", "psu", "fan", "disk", "job")
-CONDITIONS = ("threshold", "rate", "trend")
-OPERATORS = (">", "<")
+# The signal vocabulary of a hypothesis is defined once, in telemetry/rules.py.
 
 
 class Case(models.Model):

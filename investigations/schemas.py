@@ -8,7 +8,7 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
-from investigations.models import COMPONENT_SCOPES, CONDITIONS
+from telemetry.rules import COMPONENT_SCOPES, CONDITIONS, LEAD_WINDOW_MAX_S, LEAD_WINDOW_MIN_S
 
 
 def _username(user) -> str | None:
@@ -95,7 +95,8 @@ class HypothesisIn(Schema):
     condition: str = Field(..., description=" | ".join(CONDITIONS))
     operator: str = Field(">", description="> or <")
     threshold: float
-    lead_window_s: int = Field(..., description="how long before the interruption the signal fires, seconds")
+    lead_window_s: int = Field(..., description="how long before the interruption the signal fires, seconds "
+                               f"({LEAD_WINDOW_MIN_S}..{LEAD_WINDOW_MAX_S}; checked by telemetry.rules.check_lead_window)")
     outcome: str = Field(..., description="the interruption class or root cause it predicts, e.g. 'XID 79'")
     case_id: int | None = Field(None, description="pin to this case as well")
     note: str = ""

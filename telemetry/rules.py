@@ -5,6 +5,8 @@ telemetry never imports the Django apps, so the rules live here and investigatio
 """
 from __future__ import annotations
 
+import math
+
 # A hypothesis's signal: a catalog metric on a component scope, a condition and an operator.
 COMPONENT_SCOPES = ("gpu", "nvswitch", "nic", "host", "psu", "fan", "disk", "job")
 CONDITIONS = ("threshold", "rate", "trend")
@@ -35,10 +37,10 @@ def check_lead_window(value, field: str = "lead_window_s") -> int:
             as_float = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"{field}: {value!r} is not a whole number of seconds") from None
-        if as_float != int(as_float):
+        if not math.isfinite(as_float) or as_float != int(as_float):
             raise ValueError(f"{field}: {value!r} is not a whole number of seconds")
         value = int(as_float)
     if not LEAD_WINDOW_MIN_S <= value <= LEAD_WINDOW_MAX_S:
-        raise ValueError(f"{field}: {value} s is outside {LEAD_WINDOW_MIN_S} s (1 min) to "
+        raise ValueError(f"{field}: {value} must be between {LEAD_WINDOW_MIN_S} s (1 min) and "
                          f"{LEAD_WINDOW_MAX_S} s ({LEAD_WINDOW_MAX_S // 86400} days)")
     return value

@@ -8,7 +8,8 @@ from datetime import datetime
 
 from django.db.models import Q
 
-from investigations.models import COMPONENT_SCOPES, Hypothesis
+from investigations.models import Hypothesis
+from telemetry.rules import COMPONENT_SCOPES
 from investigations.services.hypotheses import STATUSES
 from investigations.services.records import TrackRecord, track_records
 

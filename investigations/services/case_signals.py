@@ -16,7 +16,6 @@ from telemetry.queries.overlay import InvalidSignal, OverlayQuery, SignalSpec
 DEFAULT_SIGNALS = 4  # a case opened without s= charts this many of the top "what's different" rows
 DIFFERENCES_TOP_N = 15
 DEFAULT_LEAD_S = 6 * 3600
-MIN_LEAD_S, MAX_LEAD_S = 60, 14 * 86400
 
 
 def peers(case: Case, signals: list[SignalSpec]) -> list[str]:
@@ -82,7 +81,9 @@ def case_overlay(case: Case, w: tuple[int, int], signals: list[SignalSpec], n: i
 
 def lead_for_window(w: tuple[int, int]) -> int:
     """The lead window "what's different" compares: the part of the view before t0, bounded."""
-    return max(MIN_LEAD_S, min(-w[0], MAX_LEAD_S)) if w[0] < 0 else DEFAULT_LEAD_S
+    from telemetry.queries.differences import MAX_LEAD_S
+
+    return max(rules.LEAD_WINDOW_MIN_S, min(-w[0], MAX_LEAD_S)) if w[0] < 0 else DEFAULT_LEAD_S
 
 
 @dataclass

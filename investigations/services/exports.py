@@ -38,6 +38,7 @@ from investigations.models import BackgroundJob, Case, Verdict
 from investigations.services import jobs
 from investigations.roles import require_investigator
 from investigations.services.jobs import JobContext, job_kind
+from telemetry import rules
 from telemetry.queries import signal_scan, windows
 
 EXPORT_KIND = "dataset_export"
@@ -77,8 +78,7 @@ def _current(kinds, cluster: str | None) -> list[tuple[Case, Verdict]]:
 
 
 def _params(lead_window_s, kinds, controls, fmt, cluster) -> dict:
-    if isinstance(lead_window_s, bool) or not isinstance(lead_window_s, int) or not 60 <= lead_window_s <= 30 * 86400:
-        raise ValueError(f"lead_window_s: {lead_window_s!r} must be whole seconds from 60 (1 min) to 2592000 (30 days)")
+    lead_window_s = rules.check_lead_window(lead_window_s)
     kinds = list(kinds or VERDICT_KINDS)
     bad = [k for k in kinds if k not in VERDICT_KINDS]
     if bad:

@@ -15,10 +15,11 @@ import math
 
 from django.db import IntegrityError, transaction
 
-from investigations.models import COMPONENT_SCOPES, CONDITIONS, OPERATORS, Case, CaseHypothesis, Hypothesis
+from investigations.models import Case, CaseHypothesis, Hypothesis
 from investigations.services import activity
 from investigations.roles import require_investigator
-from telemetry import catalog
+from telemetry import catalog, rules
+from telemetry.rules import COMPONENT_SCOPES, CONDITIONS, OPERATORS
 
 STATUSES = tuple(Hypothesis.Status.values)
 TRANSITIONS = {
@@ -29,7 +30,6 @@ TRANSITIONS = {
 }
 MAX_STATEMENT = 4000
 MAX_OUTCOME = 500
-MAX_LEAD_WINDOW_S = 30 * 86400
 
 
 def validate_signal(*, statement, metric, component_scope, condition, operator, threshold, lead_window_s,
@@ -56,16 +56,7 @@ def validate_signal(*, statement, metric, component_scope, condition, operator, 
         raise ValueError(f"threshold: {threshold!r} is not a number") from None
     if not math.isfinite(threshold):
         raise ValueError(f"threshold: {threshold!r} must be a finite number")
-    if isinstance(lead_window_s, bool) or not isinstance(lead_window_s, int):
-        try:
-            as_float = float(lead_window_s)
-        except (TypeError, ValueError):
-            raise ValueError(f"lead_window_s: {lead_window_s!r} is not a whole number of seconds") from None
-        if not as_float.is_integer():
-            raise ValueError(f"lead_window_s: {lead_window_s!r} is not a whole number of seconds")
-        lead_window_s = int(as_float)
-    if not (1 <= lead_window_s <= MAX_LEAD_WINDOW_S):
-        raise ValueError(f"lead_window_s: {lead_window_s} must be between 1 s and {MAX_LEAD_WINDOW_S} s (30 days)")
+    lead_window_s = rules.check_lead_window(lead_window_s)
     outcome = (outcome or "").strip()
     if not outcome:
         raise ValueError("outcome: required — the interruption class or root cause it predicts, e.g. 'XID 79'")

@@ -26,8 +26,7 @@ def _params(outcome: str, lead_window_s, days, cluster) -> dict:
         parsed = windows.parse_outcome(outcome)
     except windows.NotTestable as exc:
         raise ValueError(str(exc)) from None
-    if isinstance(lead_window_s, bool) or not isinstance(lead_window_s, int) or not 60 <= lead_window_s <= 30 * 86400:
-        raise ValueError(f"lead_window_s: {lead_window_s!r} must be whole seconds from 60 (1 min) to 2592000 (30 days)")
+    lead_window_s = rules.check_lead_window(lead_window_s)
     check_days(days)
     cluster = (cluster or "").strip() or None
     if cluster is not None and len(cluster) > 200:

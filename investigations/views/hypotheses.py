@@ -15,6 +15,7 @@ from investigations.services import activity, board, comments, fleet_test, hypot
 from investigations.services.inbox import case_clusters
 from investigations.views.cases import described
 from investigations.views.common import first_line, history_days
+from telemetry import rules
 
 BOARD_COLUMNS = (
     ("id", "id"), ("statement", "statement"), ("metric", "signal"), ("outcome", "outcome"), ("status", "status"),
@@ -42,7 +43,7 @@ def board_page(request):
                         "desc": sort.startswith("-")})
     return render(request, "investigations/board.html", {
         "rows": rows, "columns": columns, "q": q, "status": status or "", "author": author or "", "scope": scope or "",
-        "statuses": hypotheses.STATUSES, "scopes": forms.COMPONENT_SCOPES, "nav": "board",
+        "statuses": hypotheses.STATUSES, "scopes": rules.COMPONENT_SCOPES, "nav": "board",
         "authors": list(get_user_model().objects.filter(hypotheses__isnull=False).distinct()
                         .order_by("username").values_list("username", flat=True)),
     })

@@ -31,12 +31,13 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from telemetry import catalog, store
+from telemetry import catalog, rules, store
 
 Z_CAP = 1000.0
 MIN_PEER_COMPONENTS = 3
 MAX_HOSTS = 512
 QUERY_TIMEOUT_S = 30
+MAX_LEAD_S = 14 * 86400  # narrower than a hypothesis's: raw samples of every component are read
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,8 @@ def component_stats(q: DifferenceQuery, *, timeout_s: int = QUERY_TIMEOUT_S) -> 
         raise ValueError("affected_hosts: at least one host is needed")
     if len(q.affected_hosts) + len(q.peers) > MAX_HOSTS:
         raise ValueError(f"hosts: at most {MAX_HOSTS} affected hosts and peers together")
-    if not (60 <= q.lead_s <= 14 * 86400):
-        raise ValueError(f"lead_s {q.lead_s}: must be between 60 s and 14 days")
+    if not (rules.LEAD_WINDOW_MIN_S <= q.lead_s <= MAX_LEAD_S):
+        raise ValueError(f"lead_s {q.lead_s}: must be between {rules.LEAD_WINDOW_MIN_S} s and {MAX_LEAD_S // 86400} days")
     t0 = _utc(q.t0)
     hi = t0.replace(second=0, microsecond=0)
     lo = (t0 - timedelta(seconds=q.lead_s)).replace(second=0, microsecond=0)
