@@ -1,23 +1,22 @@
-"""API router of the investigations app: background jobs (cases and hypotheses follow)."""
+"""API router of the investigations app: background jobs — read them, cancel them. A job is
+started only by the verb of its feature (POST /api/hypotheses/{id}/tests, /api/scans,
+/api/exports, and here /api/jobs/store-summary and /api/jobs/selfcheck), which checks its
+parameters and the caller's role before anything is queued."""
 from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from investigations.models import BackgroundJob
-from investigations.roles import can_investigate
+from investigations import jobkinds
+from investigations.roles import require_investigator
 from investigations.services import jobs
 
 router = Router(tags=["jobs"])
-
-
-class JobIn(Schema):
-    kind: str
-    params: dict = {}
 
 
 class JobOut(Schema):
@@ -46,16 +45,30 @@ def list_jobs(request, kind: str | None = None, state: str | None = None, limit:
     return qs[: max(1, min(limit, 500))]
 
 
-@router.post("/jobs", response={201: JobOut})
-def create_job(request, payload: JobIn):
-    if not can_investigate(request.user):
-        raise HttpError(403, "starting jobs needs the investigator or admin role")
+class SelfcheckIn(Schema):
+    rows: int = 200_000_000
+    steps: int = 4
+
+
+def _started(start):
     try:
-        with transaction.atomic():
-            job = jobs.start_job(payload.kind, payload.params, user=request.user)
-    except jobs.UnknownJobKind as exc:
+        return Status(201, start())
+    except PermissionDenied as exc:
+        raise HttpError(403, str(exc)) from None
+    except ValueError as exc:
         raise HttpError(400, str(exc)) from None
-    return Status(201, job)
+
+
+@router.post("/jobs/store-summary", response={201: JobOut})
+def start_store_summary(request):
+    """Count samples per metric and events per kind over the whole store."""
+    return _started(lambda: jobkinds.start_store_summary(request.user))
+
+
+@router.post("/jobs/selfcheck", response={201: JobOut})
+def start_selfcheck(request, payload: SelfcheckIn):
+    """Measure how fast the store's engine scans rows (``rows`` in ``steps``)."""
+    return _started(lambda: jobkinds.start_selfcheck(request.user, rows=payload.rows, steps=payload.steps))
 
 
 @router.get("/jobs/{job_id}", response=JobOut)
@@ -65,6 +78,9 @@ def get_job(request, job_id: int):
 
 @router.post("/jobs/{job_id}/cancel", response=JobOut)
 def cancel_job(request, job_id: int):
-    if not can_investigate(request.user):
-        raise HttpError(403, "cancelling jobs needs the investigator or admin role")
-    return jobs.cancel_job(get_object_or_404(BackgroundJob, pk=job_id), user=request.user)
+    job = get_object_or_404(BackgroundJob, pk=job_id)
+    try:
+        require_investigator(request.user, "cancelling jobs")
+    except PermissionDenied as exc:
+        raise HttpError(403, str(exc)) from None
+    return jobs.cancel_job(job, user=request.user)

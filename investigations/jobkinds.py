@@ -1,8 +1,38 @@
-"""Job kinds that belong to no richer feature yet: store maintenance and summaries."""
+"""Job kinds that belong to no richer feature yet: store maintenance and summaries, each with
+the verb that starts it (the API's only way to start them)."""
 from __future__ import annotations
 
+from django.db import transaction
+
+from investigations.models import BackgroundJob
+from investigations.roles import require_investigator
+from investigations.services import jobs
 from investigations.services.jobs import JobContext, job_kind
 from telemetry.queries import overview
+
+SELFCHECK_MAX_ROWS = 100_000_000_000
+SELFCHECK_MAX_STEPS = 100
+
+
+def start_store_summary(user) -> BackgroundJob:
+    require_investigator(user, "starting a store summary")
+    with transaction.atomic():
+        return jobs.start_job("store_summary", {}, user=user)
+
+
+def _selfcheck_params(rows, steps) -> dict:
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= SELFCHECK_MAX_ROWS:
+        raise ValueError(f"rows must be between 1 and 1e11, got {rows}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= SELFCHECK_MAX_STEPS:
+        raise ValueError(f"steps must be between 1 and {SELFCHECK_MAX_STEPS}, got {steps}")
+    return {"rows": rows, "steps": steps}
+
+
+def start_selfcheck(user, *, rows: int = 200_000_000, steps: int = 4) -> BackgroundJob:
+    require_investigator(user, "starting an engine self-check")
+    params = _selfcheck_params(rows, steps)
+    with transaction.atomic():
+        return jobs.start_job("engine_selfcheck", params, user=user)
 
 
 @job_kind("store_summary")

@@ -12,7 +12,6 @@ of the engine's obscure failure.
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import re
 import threading
@@ -21,8 +20,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import clickhouse_connect
-
-log = logging.getLogger(__name__)
 
 
 class StoreLocked(RuntimeError):
@@ -126,16 +123,6 @@ def get_client():
         _local.client = client
         _local.generation = _generation
     return client
-
-
-def close_thread_client() -> None:
-    client = getattr(_local, "client", None)
-    if client is not None:
-        try:
-            client.close()
-        except Exception:  # closing a half-open client must never mask the real error
-            log.debug("closing telemetry client failed", exc_info=True)
-    _local.client = None
 
 
 def query_settings(tag: str, timeout_s: int | None = None) -> dict:

@@ -62,11 +62,6 @@ class TrackRecord:
         return None if self.ci_low is None else self.ci_high - self.ci_low
 
 
-def precision_interval(confirmed: int, false_positive: int, confidence: float = CONFIDENCE):
-    """(estimate, low, high) — Jeffreys interval; (None, None, None) without evidence."""
-    return jeffreys_interval(confirmed, false_positive, confidence)
-
-
 def _test_summary(job: BackgroundJob) -> dict:
     result = job.result or {}
     return {
@@ -124,7 +119,7 @@ def track_records(hypotheses) -> dict[int, TrackRecord]:
     for hid in ids:
         t = tallies[hid]
         c, f = len(t["confirmed"]), len(t["false_positive"])
-        est, low, high = precision_interval(c, f)
+        est, low, high = jeffreys_interval(c, f, CONFIDENCE)
         records[hid] = TrackRecord(
             confirmed=c, false_positive=f, inconclusive=t["inconclusive"], precision=est, ci_low=low, ci_high=high,
             latest_test=tests.get(hid), linked=t["linked"], undecided=t["undecided"], other_cause=t["other_cause"],

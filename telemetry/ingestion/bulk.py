@@ -291,13 +291,6 @@ def _convert(col: pa.Array, field: pa.Field, table_name: str, cluster: str, line
     raise IngestError(f"no conversion for column type {typ}", field=name)
 
 
-def _first_bad(values: list, ok) -> int:
-    for i, v in enumerate(values):
-        if not ok(v):
-            return i
-    return 0
-
-
 def _to_number(col: pa.Array, typ: pa.DataType, name: str, line_of, *, allow_nan: bool) -> pa.Array:
     if pa.types.is_string(col.type):
         if allow_nan:

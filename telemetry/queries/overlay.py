@@ -58,7 +58,7 @@ How it reads the store
   parallel). Each has a tag and a ``max_execution_time``.
 
 Validation happens before any SQL is built: a metric must be a catalog name
-(or alias) or one of ``extra_metrics``; a host must be in ``allowed_hosts``
+(or alias); a host must be in ``allowed_hosts``
 (the job's hosts and peers; when not given, the cluster inventory is looked up
 with a bound query after the metric check). Anything else raises
 ``InvalidSignal`` naming the signal and the reason.
@@ -191,16 +191,14 @@ def choose_source(window_s: float, max_points: int) -> tuple[str, float]:
     return "samples", bucket
 
 
-def _resolve_metric(name: str, extra_metrics: Collection[str]) -> catalog.Metric | None:
+def _resolve_metric(name: str) -> catalog.Metric:
     metric = catalog.resolve(name)
-    if metric is not None:
-        return metric
-    if name in extra_metrics:
-        return None
-    raise InvalidSignal(f"metric {name!r} is not in the metric catalog (nor a known stored metric)")
+    if metric is None:
+        raise InvalidSignal(f"metric {name!r} is not in the metric catalog")
+    return metric
 
 
-def validate(q: OverlayQuery, *, allowed_hosts: Collection[str] | None, extra_metrics: Collection[str] = ()) -> None:
+def validate(q: OverlayQuery, *, allowed_hosts: Collection[str] | None) -> None:
     """Check everything that does not need the store. Hosts are checked when `allowed_hosts` is given."""
     if not isinstance(q.cluster, str) or not q.cluster or len(q.cluster) > 200:
         raise InvalidSignal(f"cluster {q.cluster!r}: must be a non-empty name")
@@ -225,7 +223,7 @@ def validate(q: OverlayQuery, *, allowed_hosts: Collection[str] | None, extra_me
         if not isinstance(s.metric, str) or not isinstance(s.host, str) or not isinstance(s.component, str):
             raise InvalidSignal(f"{where}: metric, host and component must be strings")
         try:
-            _resolve_metric(s.metric, extra_metrics)
+            _resolve_metric(s.metric)
         except InvalidSignal as exc:
             raise InvalidSignal(f"{where}: {exc}") from None
         if not _HOST_RE.match(s.host):
@@ -577,13 +575,12 @@ def run_overlay(
     q: OverlayQuery,
     *,
     allowed_hosts: Collection[str] | None = None,
-    extra_metrics: Collection[str] = (),
     timeout_s: int = QUERY_TIMEOUT_S,
 ) -> OverlayResult:
-    validate(q, allowed_hosts=allowed_hosts, extra_metrics=extra_metrics)
+    validate(q, allowed_hosts=allowed_hosts)
     if allowed_hosts is None:
         inventory = _inventory_hosts(q.cluster)
-        validate(q, allowed_hosts=inventory, extra_metrics=extra_metrics)
+        validate(q, allowed_hosts=inventory)
     resolved: dict[str, catalog.Metric | None] = {}
     for s in q.signals:
         m = catalog.resolve(s.metric)
@@ -683,7 +680,3 @@ def _assemble(q, p: _Plan, resolved, series, fleet_rows, peer_rows, event_rows, 
         source=p.source, bucket_s=p.bucket_s, series=out, events=events, peers=peers, band_source=band_source,
     )
 
-
-def signals_for(metrics: Iterable[str], hosts: Iterable[str], components: Iterable[str]) -> list[SignalSpec]:
-    """Every (metric, host, component) combination, for callers building a default view."""
-    return [SignalSpec(m, h, c) for m in metrics for h in hosts for c in components]

@@ -159,3 +159,30 @@ def test_duration_filter():
 
     assert [duration(v) for v in (None, 0, 12.4, 185, 3720, 2 * 86400 + 3 * 3600)] == [
         "—", "0 s", "12 s", "3m05s", "1h02m", "2d03h"]
+
+
+def test_the_api_starts_jobs_only_through_their_verbs(investigator, viewer):
+    """POST /api/jobs (any kind, any params) is gone: jobs are read and cancelled there, and
+    started by the endpoint of their feature, which checks role and parameters first."""
+    import json
+
+    from django.test import Client
+
+    c = Client()
+    c.force_login(investigator)
+    generic = c.post("/api/jobs", json.dumps({"kind": "engine_selfcheck", "params": {"rows": 10}}),
+                     content_type="application/json")
+    assert generic.status_code == 405 and not BackgroundJob.objects.exists()
+    bad = c.post("/api/jobs/selfcheck", json.dumps({"rows": -5}), content_type="application/json")
+    assert bad.status_code == 400 and "rows must be between 1 and 1e11" in bad.json()["detail"]
+    bad_steps = c.post("/api/jobs/selfcheck", json.dumps({"rows": 10, "steps": 400}), content_type="application/json")
+    assert bad_steps.status_code == 400 and "steps" in bad_steps.json()["detail"]
+    assert not BackgroundJob.objects.exists()
+    v = Client()
+    v.force_login(viewer)
+    assert v.post("/api/jobs/store-summary", "{}", content_type="application/json").status_code == 403
+    assert v.post("/api/jobs/selfcheck", "{}", content_type="application/json").status_code == 403
+    assert not BackgroundJob.objects.exists()
+    started = c.post("/api/jobs/store-summary", "{}", content_type="application/json")
+    assert started.status_code == 201 and started.json()["kind"] == "store_summary"
+    assert [j["id"] for j in c.get("/api/jobs").json()] == [started.json()["id"]]

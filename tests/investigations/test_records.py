@@ -9,11 +9,17 @@ from django.utils import timezone
 
 from investigations.models import BackgroundJob, CaseHypothesis
 from investigations.services import records
-from investigations.services.records import precision_interval, track_record
+from investigations.services.records import CONFIDENCE, track_record
+from telemetry.stats import jeffreys_interval
 
 from .factories import make_case, make_hypothesis, make_verdict
 
 pytestmark = pytest.mark.django_db
+
+
+def precision_interval(confirmed: int, false_positive: int):
+    """The track record's precision interval: Jeffreys at the records' confidence."""
+    return jeffreys_interval(confirmed, false_positive, CONFIDENCE)
 
 
 def test_precision_interval_narrows_as_verdicts_accumulate():

@@ -143,7 +143,7 @@ def test_serve_answers_pages_while_its_worker_threads_run_a_long_query(served):
     orphan = json.loads(body)[0]
     assert wait_job(browser, orphan["id"], ("succeeded",))["attempts"] == 2
 
-    status, body = browser.post("/api/jobs", json_body={"kind": "engine_selfcheck", "params": {"rows": 100_000_000_000, "steps": 100}})
+    status, body = browser.post("/api/jobs/selfcheck", json_body={"rows": 100_000_000_000, "steps": 100})
     assert status == 201, body
     job = json.loads(body)
     wait_job(browser, job["id"], ("running",))
