@@ -40,7 +40,6 @@ import numpy as np
 
 from telemetry import catalog, migrate, store
 from telemetry.queries.overlay import EVENT_KINDS, MAX_EVENTS, OverlayQuery, SignalSpec, choose_source, run_overlay
-from webapp.heap import freeze_startup_heap
 
 CLUSTER = "bench-case"
 HOSTS = 256
@@ -225,7 +224,7 @@ def run(options: dict, progress) -> dict:
     # One untimed warm-up of each path (first-use costs: parsing caches, client set-up).
     run_overlay(cases[0], allowed_hosts=_case_hosts(cases[0]))
     list(raw_pool.map(_raw_rows, _raw_sql(cases[0])))
-    freeze_startup_heap()  # as `serve` and the WSGI entry point do once they are loaded
+    options.get("freeze_heap", lambda: None)()  # as `serve` and the WSGI entry point do once loaded (the command passes it)
     overlay_ms, raw_ms, points = [], [], 0
 
     def timed_overlay(q):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from telemetry.ingestion.remote_write import decode_write_request
-from webapp.benchmarks import ingest_fleet
+from investigations.benchmarks import ingest_fleet
 from webapp.management.commands import bench
 
 

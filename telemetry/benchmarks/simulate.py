@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from django.conf import settings
 
 from telemetry import migrate, store
 from telemetry.simulator import RunStats, SimConfig, generate, simulate
@@ -37,8 +36,8 @@ def _cleanup() -> None:
 
 
 def run(options: dict, progress) -> dict:
-    migrate.migrate(store.get_client(), migrate.Target(cluster=settings.TELEMETRY_CLUSTER,
-                                                       ttl_days=settings.TELEMETRY_TTL_DAYS), log=progress)
+    cfg = store.config()
+    migrate.migrate(store.get_client(), migrate.Target(cluster=cfg.cluster, ttl_days=cfg.ttl_days), log=progress)
     today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     cfg = SimConfig(hosts=options["hosts"], days=options["days"], interval_s=options["interval"],
                     seed=time.time_ns() % 2**31, start=today, cluster=CLUSTER)

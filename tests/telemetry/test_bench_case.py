@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from telemetry.queries.overlay import run_overlay
-from webapp.benchmarks import case
+from telemetry.benchmarks import case
 
 
 @pytest.fixture
