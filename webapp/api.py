@@ -18,3 +18,6 @@ api.add_router("/ingest", ingest_router)
 from investigations.workspace_api import router as workspace_router  # noqa: E402
 
 api.add_router("/", workspace_router)
+from investigations.case_view_api import router as case_view_router  # noqa: E402
+
+api.add_router("/", case_view_router)

@@ -1,0 +1,85 @@
+"""API of what the inbox and a case's view show, from the same services as the pages
+(services/inbox.py, services/case_signals.py): the inbox rows, a case's overlay figure and its
+"what's different here" ranking. Bad view parameters are 400 naming the parameter; a telemetry
+store that does not answer is 503."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import Router
+from ninja.errors import HttpError
+
+from investigations import forms
+from investigations.models import Case
+from investigations.permalinks import parse_points, parse_signals, parse_window, signal_param
+from investigations.services import case_signals, inbox
+from telemetry.queries.overlay import InvalidSignal, SignalSpec
+
+router = Router(tags=["inbox and case views"])
+
+
+@contextmanager
+def _answers():
+    try:
+        yield
+    except InvalidSignal as exc:
+        raise HttpError(400, str(exc)) from None
+    except case_signals.NoPeers as exc:
+        raise HttpError(404, str(exc)) from None
+    except HttpError:
+        raise
+    except Exception as exc:  # the telemetry store did not answer: transient
+        raise HttpError(503, f"telemetry store unavailable: {type(exc).__name__}") from None
+
+
+@router.get("/inbox")
+def get_inbox(request, range: str = "7d", cluster: str = "", state: str = "", q: str = "", root_cause: str = "",
+              has_case: str = "", page: int = 1):
+    """Interruptions with their case and current verdict; the inbox page's filters."""
+    form = forms.InboxFilterForm({"range": range, "cluster": cluster, "state": state, "q": q,
+                                  "root_cause": root_cause, "has_case": has_case, "page": page})
+    if not form.is_valid():
+        raise HttpError(400, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    f = form.cleaned_data
+    flt = inbox.InboxFilter(span_s=forms.RANGES[f["range"] or "7d"], cluster=f["cluster"].strip() or None,
+                            state=f["state"] or None, search=f["q"].strip(), root_cause=f["root_cause"].strip(),
+                            has_case=f["has_case"], page_no=f["page"] or 1)
+    with _answers():
+        found = inbox.inbox_page(flt)
+    return {
+        "total": found.total, "page": found.page_no, "page_size": inbox.PAGE_SIZE, "scanned_all": found.scanned_all,
+        "rows": [{"cluster": r.item.cluster, "job_id": r.item.job_id, "state": r.item.state,
+                  "t0": r.item.t0.isoformat(), "hosts": list(r.item.hosts),
+                  "case_id": r.case.pk if r.case else None,
+                  "verdict": r.verdict.kind if r.verdict else None,
+                  "root_cause": inbox.cause_label(r.verdict) if r.verdict else None} for r in found.rows],
+    }
+
+
+@router.get("/cases/{case_id}/overlay")
+def get_overlay(request, case_id: int, w: str = "", s: str = "", n: int = 600):
+    """The overlay figure (plotly JSON) and its meta for window ``w`` and signals ``s``, as on the page."""
+    case = get_object_or_404(Case, pk=case_id)
+    with _answers():
+        window, signals = parse_window(w or None), parse_signals(s or None)
+        if not signals:
+            raise HttpError(400, "s: name at least one signal, metric@host[/component]")
+        found = case_signals.case_overlay(case, window, signals, parse_points(str(n)))
+    return HttpResponse(found.as_json(), content_type="application/json")
+
+
+@router.get("/cases/{case_id}/differences")
+def get_differences(request, case_id: int, w: str = ""):
+    """The lead-window components that differ most from healthy peers, best first."""
+    case = get_object_or_404(Case, pk=case_id)
+    with _answers():
+        found = case_signals.case_differences(case, parse_window(w or None))
+    return {
+        "lead_s": found.lead_s, "peers": found.n_peers, "defaults": case_signals.default_signals(found.rows),
+        "rows": [{"signal": signal_param(SignalSpec(d.metric, d.host, d.component)), "metric": d.metric,
+                  "host": d.host, "component": d.component, "z": d.z, "value": d.affected_value,
+                  "peer_median": d.peer_median, "peer_p95": d.peer_p95, "unit": d.unit,
+                  "scope": case_signals.scope_of_metric(d.metric)} for d in found.rows],
+    }

@@ -1,0 +1,40 @@
+"""The API offers what the inbox and a case's view show, from the same services as the pages:
+the same rows, the same overlay figure, the same ranking."""
+from __future__ import annotations
+
+import json
+import re
+
+from .test_pages import case, fleet  # noqa: F401 (fixtures)
+
+
+def test_the_api_inbox_lists_what_the_page_lists(alice_client, fleet):  # noqa: F811
+    body = alice_client.get("/api/inbox").json()
+    assert body["total"] == 1 and [r["job_id"] for r in body["rows"]] == ["4242"]
+    row = body["rows"][0]
+    assert row["state"] == "NODE_FAIL" and row["case_id"] is None and row["verdict"] is None
+    page = alice_client.get("/").content.decode()
+    assert row["job_id"] in page and row["cluster"] in page
+    assert alice_client.get("/api/inbox", {"state": "NOPE"}).status_code == 400
+    assert alice_client.get("/api/inbox", {"has_case": "yes"}).json()["total"] == 0
+
+
+def test_the_api_overlay_is_the_pages_figure(alice_client, case):  # noqa: F811
+    params = {"w": "-7200,600", "s": "gpu.pcie.replay@n01/gpu3", "n": "300"}
+    api = alice_client.get(f"/api/cases/{case.pk}/overlay", params)
+    page = alice_client.get(f"/cases/{case.pk}/overlay", params)
+    assert api.status_code == 200 and api.json() == page.json()
+    bad = alice_client.get(f"/api/cases/{case.pk}/overlay", {"s": "gpu.nope@n01"})
+    assert bad.status_code == 400 and "not in the metric catalog" in bad.json()["detail"]
+    outside = alice_client.get(f"/api/cases/{case.pk}/overlay", {"s": "gpu.temp@elsewhere"})
+    assert outside.status_code == 400 and "elsewhere" in outside.json()["detail"]
+    assert alice_client.get(f"/api/cases/{case.pk}/overlay", {"w": "5,1", "s": params["s"]}).status_code == 400
+
+
+def test_the_api_differences_rank_as_the_fragment_does(alice_client, case):  # noqa: F811
+    body = alice_client.get(f"/api/cases/{case.pk}/differences", {"w": "-10800,900"}).json()
+    html = alice_client.get(f"/cases/{case.pk}/differences?w=-10800,900").content.decode()
+    assert [r["signal"] for r in body["rows"]] == re.findall(r'<tr data-signal="([^"]+)"', html)
+    defaults = json.loads(html.split('id="diff-defaults" type="application/json">')[1].split("</script>")[0])
+    assert body["defaults"] == defaults and body["rows"][0]["host"] == "n01" and body["lead_s"] == 10800
+    assert body["peers"] == 4 and body["rows"][0]["scope"] == "gpu"
