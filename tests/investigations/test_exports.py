@@ -25,7 +25,7 @@ from .factories import client_for, known_fleet_fixture, make_case
 from .test_fleet_tests import SIGNAL
 from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CLUSTER = "exports"
 known_fleet = known_fleet_fixture(CLUSTER, seed=17)

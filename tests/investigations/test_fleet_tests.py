@@ -15,7 +15,7 @@ from investigations.services import activity, fleet_test, hypotheses, jobs
 from .factories import client_for, known_fleet_fixture, make_case
 from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CLUSTER = "fleettest"
 SIGNAL = {"statement": "PCIe replays climb before node failures", "metric": "gpu.pcie.replay",

@@ -270,6 +270,7 @@ _text_bodies = st.one_of(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["prometheus", "kernel-log", "sacct"])
 def test_arbitrary_text_bodies_never_give_5xx_or_a_partial_write(client, clean_store, token, path):
     @_PROPS

@@ -85,6 +85,7 @@ def test_a_missing_file_is_named(clean_store, tmp_path):
         run(str(tmp_path / "nope.txt"), "--format", "sacct")
 
 
+@pytest.mark.slow
 def test_it_says_so_when_serve_holds_the_embedded_store(telemetry_store, tmp_path):
     store.get_client()  # this test process holds the data dir, as `serve` would
     log = tmp_path / "sacct.txt"

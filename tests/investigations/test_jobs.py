@@ -11,7 +11,7 @@ from investigations.services import jobs
 from webapp import celery_app
 from webapp.worker import EmbeddedWorker
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

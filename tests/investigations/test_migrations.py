@@ -6,6 +6,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
+
 BEFORE = [("investigations", "0004_token_scope")]
 AFTER = [("investigations", "0005_fleet_test")]
 

@@ -14,7 +14,7 @@ from investigations.services import scans
 from .factories import client_for, known_fleet_fixture
 from .test_jobs import wait_for, worker  # noqa: F401  (the real Celery worker fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 CLUSTER = "scanjobs"
 

@@ -10,6 +10,8 @@ import pytest
 from telemetry.queries.overlay import run_overlay
 from telemetry.benchmarks import case
 
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
+
 
 @pytest.fixture
 def small_bench_store(clean_store, monkeypatch):

@@ -7,6 +7,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from telemetry import store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +42,7 @@ def test_a_second_process_on_the_same_data_dir_gets_a_clear_message(telemetry_st
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_manage_py_reports_the_lock_without_a_traceback(telemetry_store):
     data_dir = store.config().chdb_path.parent
     env = {**os.environ, "PRECURSOR_DATA_DIR": str(data_dir)}

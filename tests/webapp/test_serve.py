@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
+
 REPO = Path(__file__).resolve().parents[2]
 
 

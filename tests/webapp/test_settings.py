@@ -46,6 +46,7 @@ def test_production_without_a_secret_key_is_refused(tmp_path):
     assert "SECRET_KEY" in out.stderr and "must be set in production" in out.stderr
 
 
+@pytest.mark.slow
 def test_the_embedded_defaults_need_no_variables_and_keep_one_secret_key(tmp_path):
     assert start(tmp_path).returncode == 0
     key = (tmp_path / "secret_key").read_text()
@@ -54,6 +55,7 @@ def test_the_embedded_defaults_need_no_variables_and_keep_one_secret_key(tmp_pat
     assert (tmp_path / "secret_key").read_text() == key
 
 
+@pytest.mark.slow
 def test_the_data_dir_is_created_even_when_the_secret_key_comes_from_the_environment(tmp_path):
     data = tmp_path / "new" / "data"
     full = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DEBUG")}

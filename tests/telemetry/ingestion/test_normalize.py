@@ -341,6 +341,7 @@ fast_series = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(fast_series, min_size=0, max_size=6), st.sampled_from(["c", "d"]))
 def test_fast_path_always_agrees_with_the_reference(series, cluster):
@@ -350,6 +351,7 @@ def test_fast_path_always_agrees_with_the_reference(series, cluster):
     assert_same(outcome(decode_to_table, body, cluster=cluster), reference(body, cluster))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(fast_series, min_size=1, max_size=4), st.data())
 def test_corrupted_requests_agree_with_the_reference(series, data):
@@ -474,6 +476,7 @@ _prom_lines = st.lists(st.one_of(
 _prom_values = st.sampled_from([" 1", "\t2.5", " NaN", " 1 5", " +Inf", "", " 1_0", "x", " 2147483632", " 3 "])
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_prom_lines, st.lists(_prom_values, min_size=12, max_size=12))
 def test_text_fast_path_always_agrees_with_the_reference(lines, values):

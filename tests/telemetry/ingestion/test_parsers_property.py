@@ -2,6 +2,7 @@
 import math
 
 import cramjam
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,8 @@ from telemetry.ingestion.kernel_log import parse_kernel_log
 from telemetry.ingestion.prometheus_text import parse_exposition
 from telemetry.ingestion.remote_write import RWSeries, decode_write_request, encode_write_request
 from telemetry.ingestion.sacct import expand_hostlist, parse_sacct
+
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Text biased towards each format's punctuation so the generator reaches deep into the parsers.

@@ -217,6 +217,7 @@ plain_series = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(plain_series, min_size=1, max_size=6))
 def test_scan_agrees_with_the_reference_decoder_whenever_it_answers(series_list):
@@ -232,6 +233,7 @@ def decode_raw_write_request_(raw):
     return decode_raw_write_request(raw)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(plain_series, min_size=1, max_size=4), st.data())
 def test_scan_of_corrupted_requests_never_raises_and_never_lies(series_list, data):

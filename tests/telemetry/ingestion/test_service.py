@@ -349,6 +349,7 @@ _JSONL_PIECES = st.sampled_from([
 ])
 
 
+@pytest.mark.slow
 @hsettings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.one_of(st.binary(max_size=200), st.lists(_CSV_PIECES, max_size=6).map(lambda p: "".join(p).encode()),
                       st.lists(_JSONL_PIECES, max_size=6).map(lambda p: "".join(p).encode())),

@@ -13,6 +13,8 @@ from telemetry.queries import windows
 
 from . import BASE, event_row, every, write_rows, write_samples
 
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
+
 CLUSTER = "sigtest"
 HOSTS = [f"h{i:02d}" for i in range(12)]
 DAYS = 8

@@ -259,6 +259,7 @@ def test_explicit_peers_band_on_the_rollup_uses_only_the_peers(clean_store):
     assert fleet.band_source == "fleet" and list(fleet.series[0].band.n) == [64] * 15  # all 4 hosts x 8 GPUs
 
 
+@pytest.mark.slow
 def test_counters_without_fleet_rates_fall_back_to_the_peers_band(clean_store):
     # One sample per insert: no series has two samples of a minute in one block, so band_1m has no rate.
     start = T0 - timedelta(minutes=20)

@@ -9,6 +9,8 @@ from telemetry.queries import signal_scan, windows
 
 from .test_fleet_test import write_fleet
 
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
+
 
 @pytest.fixture(scope="module")
 def fleet(telemetry_store):

@@ -4,6 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
+
 REPO = Path(__file__).resolve().parents[3]
 
 

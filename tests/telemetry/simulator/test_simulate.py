@@ -10,6 +10,8 @@ import pytest
 from telemetry.simulator import Manifest, SimConfig, generate, simulate
 from telemetry.simulator.manifest import FORMAT, parse_iso
 
+pytestmark = pytest.mark.slow  # see ./precursor test --fast
+
 START = datetime(2026, 11, 20, tzinfo=timezone.utc)
 
 
