@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from investigations.models import BackgroundJob, Case, Hypothesis
+from investigations.models import BackgroundJob, Case
 from investigations.roles import can_investigate, require_investigator
 from investigations.services import exports, fleet_test, jobs, scans
 from investigations.services.inbox import case_clusters
@@ -30,7 +30,7 @@ def _job_context(request, job: BackgroundJob) -> dict:
     ctx = {"job": job, "can_edit": can_investigate(request.user), "result_text": json.dumps(job.result, indent=2, sort_keys=True, default=str)[:200_000]
            if job.result is not None else ""}
     if job.kind == fleet_test.FLEET_TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
-        ctx["test"] = _fleet_test_view(job.result)
+        ctx["test"] = _fleet_test_view(job)
     if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["scan"] = _scan_view(job.result)
     if job.kind == exports.EXPORT_KIND and job.state == "succeeded":
@@ -48,10 +48,11 @@ def _scan_view(r: dict) -> dict:
             "significant": sum(1 for row in tested if row["q"] < 0.05)}
 
 
-def _fleet_test_view(r: dict) -> dict:
+def _fleet_test_view(job: BackgroundJob) -> dict:
     """A fleet test's result as the job page shows it: numbers, figures, examples with links."""
     from investigations import charts
 
+    r = job.result
     examples = r.get("examples") or []
     found = {(c.cluster, c.job_id): c for c in Case.objects.filter(
         job_id__in=[e["job_id"] for e in examples]).only("pk", "cluster", "job_id")}
@@ -59,7 +60,7 @@ def _fleet_test_view(r: dict) -> dict:
         case = found.get((e["cluster"], e["job_id"]))
         e["case_url"] = case.get_absolute_url() if case else None
         e["lead"] = fmt_offset(-e["lead_s"]) if e.get("lead_s") is not None else ""
-    h = Hypothesis.objects.filter(pk=r.get("hypothesis_id")).first()
+    h = job.hypothesis
     figures = [("firing before the outcome vs in control windows", charts.firing_rates(r).to_json())]
     if r.get("lead_times_s"):
         figures.append(("lead time: first firing before t0", charts.lead_time_histogram(r["lead_times_s"]).to_json()))
@@ -68,7 +69,7 @@ def _fleet_test_view(r: dict) -> dict:
 
 
 def job_page(request, job_id: int):
-    job = get_object_or_404(BackgroundJob.objects.select_related("created_by"), pk=job_id)
+    job = get_object_or_404(BackgroundJob.objects.select_related("created_by", "hypothesis"), pk=job_id)
     return render(request, "investigations/job.html", {
         **_job_context(request, job), "nav": "jobs",
         "params_text": json.dumps(job.params, sort_keys=True, default=str)[:500],
