@@ -271,6 +271,7 @@ def test_every_node_exporter_and_dcgm_label_set_of_a_mixed_push_stays_on_the_fas
     assert normalize._templates["c"].size == len(series)
 
 
+@pytest.mark.slow
 def test_a_million_label_sets_stay_within_the_documented_bytes_per_series():
     t = normalize._Templates()
     res = normalize._resolve("DCGM_FI_DEV_GPU_TEMP", {"gpu": "0", "Hostname": "gpu-0001"}, "c", None)

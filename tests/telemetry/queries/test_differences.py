@@ -11,6 +11,8 @@ from telemetry.queries.differences import DifferenceQuery
 
 from . import BASE, every, write_samples
 
+pytestmark = pytest.mark.slow  # a fleet per test; the case page's differences fragment stays in --fast
+
 T0 = BASE + timedelta(hours=8)
 PEERS = ["p1", "p2", "p3", "p4"]
 

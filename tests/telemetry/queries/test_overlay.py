@@ -32,6 +32,7 @@ def test_counter_rate_handles_a_reset(clean_store):
     assert np.all(s.y >= 0)
 
 
+@pytest.mark.slow
 def test_peer_band_percentiles_match_numpy(clean_store):
     rng = np.random.default_rng(7)
     ts = every(T0 - timedelta(minutes=10), 10, 60)
@@ -217,6 +218,7 @@ def _fleet(rng, minutes_back: int, hosts: int = 4, gpus: int = 8, metric: str = 
 TDIGEST_TOLERANCE = 0.1
 
 
+@pytest.mark.slow
 def test_fleet_band_on_the_rollup_matches_numpy_within_the_tdigest_tolerance(clean_store):
     rng = np.random.default_rng(11)
     values = _fleet(rng, 30)
@@ -241,6 +243,7 @@ def test_fleet_band_on_the_rollup_matches_numpy_within_the_tdigest_tolerance(cle
         np.testing.assert_allclose([band.p5[i], band.median[i], band.p95[i]], expected, atol=tol)
 
 
+@pytest.mark.slow
 def test_explicit_peers_band_on_the_rollup_uses_only_the_peers(clean_store):
     rng = np.random.default_rng(5)
     values = _fleet(rng, 30)
@@ -275,6 +278,7 @@ def test_counters_without_fleet_rates_fall_back_to_the_peers_band(clean_store):
     assert band is not None and len(band.x) == 10 and np.allclose(band.median, 0.3)  # +3 per 10 s
 
 
+@pytest.mark.slow
 def test_fleet_band_can_be_asked_for_on_a_raw_window(clean_store):
     _fleet(np.random.default_rng(2), 10, hosts=2)
     q = OverlayQuery("c1", T0, -600, 0, [SignalSpec("gpu.temp", "p0", "gpu0")], max_points=60, band="fleet")
@@ -303,6 +307,7 @@ def test_rectangles_cover_exactly_the_signals():
     assert len(rects) <= 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hours", [2, 24])  # the raw table and the rollup
 def test_only_the_asked_series_come_back(clean_store, hours):
     ts = every(T0 - timedelta(hours=hours), 30, hours * 120)
