@@ -32,7 +32,7 @@ from ninja.security.base import AuthBase
 from investigations import tokens
 from investigations.ingest_limits import Refused, error_response as _error, read_body
 from telemetry import store
-from telemetry.ingestion import service
+from telemetry.ingestion import limits, service
 from telemetry.ingestion.errors import IngestError
 from telemetry.queries import overview
 
@@ -75,6 +75,8 @@ token_auth = IngestTokenAuth()
 
 
 def _rejected(exc: IngestError) -> JsonResponse:
+    if isinstance(exc, limits.TooLarge):
+        return _error(413, f"batch rejected, nothing stored: {exc}", line=exc.line, field=exc.field, reason=exc.reason)
     return _error(400, f"batch rejected, nothing stored: {exc}", line=exc.line, field=exc.field, reason=exc.reason)
 
 
@@ -106,7 +108,8 @@ def _ts_param(request: HttpRequest, name: str = "ts") -> int | None:
     if raw in (None, ""):
         return None
     if raw.lstrip("-").isdigit():
-        return int(raw)
+        # 20+ digits is past any time int64 ms can hold (and int() refuses 4,300+ digits)
+        return limits.check_ts(int(raw) if len(raw) < 20 else -1, name)
     try:
         dt = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
@@ -116,7 +119,7 @@ def _ts_param(request: HttpRequest, name: str = "ts") -> int | None:
         from datetime import timezone
 
         dt = dt.replace(tzinfo=timezone.utc)
-    return round(dt.timestamp() * 1000)
+    return limits.check_ts(round(dt.timestamp() * 1000), name)
 
 
 def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status: int = 200):

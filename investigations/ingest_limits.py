@@ -7,14 +7,15 @@ with everywhere (error, line, field, reason).
 """
 from __future__ import annotations
 
-import gzip
 import logging
 import threading
 import time
-import zlib
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from telemetry.ingestion import limits
+from telemetry.ingestion.errors import IngestError
 
 log = logging.getLogger("investigations.ingest_api")
 
@@ -107,13 +108,10 @@ def read_body(request: HttpRequest, *, allow_gzip: bool = False) -> bytes:
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if allow_gzip and encoding in ("gzip", "x-gzip"):
         try:
-            dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            data = dec.decompress(data, limit + 1)
-            if len(data) > limit or dec.unconsumed_tail:
-                raise Refused(error_response(413, f"decompressed body over the limit of {limit} bytes",
-                                             field="body", reason="too large: split the batch"))
-        except (zlib.error, gzip.BadGzipFile) as exc:
-            raise Refused(error_response(400, f"body is not valid gzip: {exc}", field="Content-Encoding")) from None
+            data = limits.decode_gzip(data, limit)  # to its end: a truncated stream is refused
+        except IngestError as exc:  # TooLarge (413) or not gzip / truncated (400)
+            raise Refused(error_response(413 if isinstance(exc, limits.TooLarge) else 400, str(exc),
+                                         field=exc.field, reason=exc.reason)) from None
     elif allow_gzip and encoding not in ("", "identity"):
         raise Refused(error_response(415, f"unsupported Content-Encoding {encoding!r} (use gzip or none)",
                                      field="Content-Encoding"))

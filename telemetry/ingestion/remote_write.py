@@ -46,6 +46,7 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from telemetry.ingestion import limits
 from telemetry.ingestion.errors import IngestError
 
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024  # a sender batch is ~MBs; refuse snappy bombs
@@ -93,6 +94,7 @@ _labels_cache: dict[bytes, Mapping[str, str]] = {}
 
 def decompress(body: bytes) -> bytes:
     """The protobuf bytes of a snappy block-compressed body; ``IngestError`` when it is not one."""
+    limits.check_snappy_size(body, MAX_DECOMPRESSED_BYTES)  # before inflating: a bomb declares its size
     try:
         raw = cramjam.snappy.decompress_raw(body)
     except Exception as exc:  # cramjam raises its own DecompressionError

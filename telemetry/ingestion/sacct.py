@@ -33,6 +33,7 @@ from typing import Iterable, NamedTuple
 import pyarrow as pa
 
 from telemetry import schema
+from telemetry.ingestion import limits
 from telemetry.ingestion.errors import IngestError
 
 STATE_CODES = {
@@ -74,6 +75,7 @@ class SacctRow(NamedTuple):
     line: int
 
 
+_UINT32_MAX = 2**32 - 1
 _TIME_NONE = frozenset({"", "Unknown", "None", "N/A"})
 _GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
 _GPU_GRES = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
@@ -85,6 +87,7 @@ def parse_sacct(text: str) -> list[SacctRow]:
     header_line = ""
     trailing_pipe = False
     jobs: dict[str, dict] = {}
+    allocated = 0  # job -> host rows so far: bounded per batch (each line is bounded per job first)
     for lineno, raw in enumerate(lines, 1):
         line = raw.rstrip("\r")
         if not line.strip():
@@ -112,13 +115,15 @@ def parse_sacct(text: str) -> list[SacctRow]:
                 f"expected {len(header)} '|'-separated fields (as in the header), got {len(fields)}", line=lineno
             )
         rec = dict(zip(header, fields))
-        _add_record(jobs, rec, lineno)
+        allocated += _add_record(jobs, rec, lineno)
+        limits.check_batch_hosts(allocated, lineno)
     if header is None:
         return []
     return [row for j in jobs.values() for row in _finish_job(j)]
 
 
-def _add_record(jobs: dict[str, dict], rec: dict[str, str], lineno: int) -> None:
+def _add_record(jobs: dict[str, dict], rec: dict[str, str], lineno: int) -> int:
+    """Fold one line into ``jobs``; the number of hosts it named."""
     jobid = rec["JobID"].strip()
     if not jobid:
         raise IngestError("empty JobID", line=lineno, field="JobID")
@@ -134,7 +139,7 @@ def _add_record(jobs: dict[str, dict], rec: dict[str, str], lineno: int) -> None
         run = job["current"] or job
         run["steps"].append(SacctStep(step, state, detail, rec.get("ExitCode", ""), tuple(nodes)))
         run["step_nodes"].extend(nodes)
-        return
+        return len(nodes)
     times = {k: _time(rec.get(k), lineno, k) for k in ("Submit", "Start", "End")}
     # sacct -D (duplicates) lists every run of a requeued job under its JobID, each with its own
     # Submit time: each run is its own record. The same run listed twice (concatenated polls)
@@ -149,8 +154,14 @@ def _add_record(jobs: dict[str, dict], rec: dict[str, str], lineno: int) -> None
     run["line"] = lineno
     run["times"] = times
     run["n_nodes"] = _int(rec.get("NNodes"), lineno, "NNodes")
+    if run["n_nodes"] is not None:
+        limits.check_job_hosts(run["n_nodes"], "NNodes", lineno)
     run["n_gpus"] = _gpus(rec, lineno)
+    if run["n_gpus"] is not None and run["n_gpus"] > _UINT32_MAX:
+        raise IngestError(f"{run['n_gpus']} GPUs is more than a job can have (at most {_UINT32_MAX})",
+                          line=lineno, field="AllocTRES")
     job["current"] = run
+    return len(nodes)
 
 
 def _finish_job(job: dict) -> list[SacctRow]:
@@ -222,7 +233,7 @@ def _nodes(rec: dict[str, str], lineno: int) -> list[str]:
     try:
         return expand_hostlist(raw)
     except IngestError as exc:
-        raise IngestError(exc.reason, line=lineno, field="NodeList") from None
+        raise type(exc)(exc.reason, line=lineno, field="NodeList") from None
 
 
 def _time(raw: str | None, lineno: int, field: str) -> int | None:
@@ -267,31 +278,57 @@ def _gpus(rec: dict[str, str], lineno: int) -> int | None:
     return None
 
 
-def expand_hostlist(hostlist: str) -> list[str]:
-    """Expand a Slurm hostlist expression; ``IngestError`` if it is malformed."""
+def hostlist_size(hostlist: str) -> int:
+    """How many hosts ``hostlist`` names, counted without expanding it."""
+    total = 0
+    for item in _split_top(hostlist):
+        count = 1 if item else 0
+        for kind, text in _item_parts(item, hostlist):
+            if kind == "range":
+                count *= _range_size(text, hostlist)
+        total += count
+    return total
+
+
+def expand_hostlist(hostlist: str, *, max_hosts: int | None = None) -> list[str]:
+    """Expand a Slurm hostlist expression; ``IngestError`` if it is malformed.
+
+    The size is counted before anything is expanded: ``x[0-999][0-999]`` is a million
+    hosts in 15 bytes, so over ``max_hosts`` (default ``limits.MAX_HOSTS_PER_JOB``) it
+    raises ``limits.TooLarge`` without allocating them."""
+    limit = limits.MAX_HOSTS_PER_JOB if max_hosts is None else max_hosts
+    size = hostlist_size(hostlist)
+    if size > limit:
+        raise limits.TooLarge(f"hostlist names {size} hosts, over the limit of {limit} hosts per job")
     out: list[str] = []
     for item in _split_top(hostlist):
-        if not item:
-            continue
-        parts: list[list[str]] = []
-        pos = 0
-        while pos < len(item):
-            lb = item.find("[", pos)
-            if lb < 0:
-                if "]" in item[pos:]:
-                    raise IngestError(f"unbalanced ']' in hostlist {hostlist!r}")
-                parts.append([item[pos:]])
-                break
-            rb = item.find("]", lb)
-            if rb < 0:
-                raise IngestError(f"unclosed '[' in hostlist {hostlist!r}")
-            if "]" in item[pos:lb]:
-                raise IngestError(f"unbalanced ']' in hostlist {hostlist!r}")
-            parts.append([item[pos:lb]])
-            parts.append(_expand_range(item[lb + 1 : rb], hostlist))
-            pos = rb + 1
-        out.extend("".join(p) for p in product(*parts))
+        if item:
+            parts = [[text] if kind == "text" else _expand_range(text, hostlist)
+                     for kind, text in _item_parts(item, hostlist)]
+            out.extend("".join(p) for p in product(*parts))
     return out
+
+
+def _item_parts(item: str, hostlist: str) -> list[tuple[str, str]]:
+    """One hostlist item as ("text", literal) and ("range", bracket body) pieces."""
+    parts: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(item):
+        lb = item.find("[", pos)
+        if lb < 0:
+            if "]" in item[pos:]:
+                raise IngestError(f"unbalanced ']' in hostlist {hostlist!r}")
+            parts.append(("text", item[pos:]))
+            break
+        rb = item.find("]", lb)
+        if rb < 0:
+            raise IngestError(f"unclosed '[' in hostlist {hostlist!r}")
+        if "]" in item[pos:lb]:
+            raise IngestError(f"unbalanced ']' in hostlist {hostlist!r}")
+        parts.append(("text", item[pos:lb]))
+        parts.append(("range", item[lb + 1 : rb]))
+        pos = rb + 1
+    return parts
 
 
 def _split_top(s: str) -> list[str]:
@@ -314,27 +351,32 @@ def _split_top(s: str) -> list[str]:
     return items
 
 
-_MAX_HOSTS = 1_000_000
-
-
-def _expand_range(body: str, whole: str) -> list[str]:
-    out: list[str] = []
+def _range_pieces(body: str, whole: str) -> list[tuple[str, str | None]]:
+    pieces = []
     for piece in body.split(","):
         piece = piece.strip()
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", piece)
         if m is None:
             raise IngestError(f"bad range {piece!r} in hostlist {whole!r}")
         lo_s, hi_s = m.group(1), m.group(2)
+        if hi_s is not None and int(hi_s) < int(lo_s):
+            raise IngestError(f"range {piece!r} runs backwards in hostlist {whole!r}")
+        pieces.append((lo_s, hi_s))
+    return pieces
+
+
+def _range_size(body: str, whole: str) -> int:
+    return sum(1 if hi is None else int(hi) - int(lo) + 1 for lo, hi in _range_pieces(body, whole))
+
+
+def _expand_range(body: str, whole: str) -> list[str]:
+    out: list[str] = []
+    for lo_s, hi_s in _range_pieces(body, whole):
         if hi_s is None:
             out.append(lo_s)
             continue
-        lo, hi = int(lo_s), int(hi_s)
-        if hi < lo:
-            raise IngestError(f"range {piece!r} runs backwards in hostlist {whole!r}")
-        if hi - lo > _MAX_HOSTS:
-            raise IngestError(f"range {piece!r} is too large in hostlist {whole!r}")
         width = len(lo_s)
-        out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
+        out.extend(str(n).zfill(width) for n in range(int(lo_s), int(hi_s) + 1))
     return out
 
 

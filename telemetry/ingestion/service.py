@@ -32,8 +32,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from telemetry import schema, store, writer, xid
-from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, normalize, sacct
+from telemetry import names, schema, store, writer, xid
+from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, normalize, sacct
 from telemetry.ingestion.errors import IngestError
 
 
@@ -81,9 +81,11 @@ def _batch_token(kind: str, cluster: str, *parts: bytes | str) -> str:
 def _check_cluster(cluster: str) -> str:
     if not cluster or not cluster.strip():
         raise IngestError("cluster must not be empty", field="cluster")
-    if len(cluster) > 200:
-        raise IngestError("cluster name longer than 200 characters", field="cluster")
-    return cluster.strip()
+    cluster = cluster.strip()
+    if len(cluster) > limits.CLUSTER_MAX or not names.is_host(cluster):
+        raise IngestError(f"cluster name {names.shown(cluster)} is not allowed (letters, digits and _ . : - only, "
+                          f"1 to {limits.CLUSTER_MAX} characters)", field="cluster")
+    return cluster
 
 
 def _expired(table: pa.Table, column: str = "ts") -> int:
@@ -119,12 +121,22 @@ def parse_prometheus_text(
     text: str, cluster: str, default_host: str | None = None, default_ts_ms: int | None = None
 ) -> normalize.NormalizeResult:
     cluster = _check_cluster(cluster)
+    if default_ts_ms is not None:
+        limits.check_ts(default_ts_ms, "ts")
     with inventory.collecting() as found:
         result = normalize.prometheus_text_to_table(
             text, cluster=cluster, default_host=default_host or None,
             default_ts_ms=default_ts_ms if default_ts_ms is not None else _now_ms(),
         )
-    return result._replace(inventory=tuple(found))
+    return _readings(result._replace(inventory=tuple(found)))
+
+
+def _readings(result: normalize.NormalizeResult) -> normalize.NormalizeResult:
+    """The one rule for readings (``limits``): non-finite values dropped as no data,
+    times outside the window and names outside the grammar refused."""
+    table, dropped = limits.drop_no_data(result.table)
+    limits.check_table("samples", table)
+    return result._replace(table=table, dropped_blank=result.dropped_blank + dropped)
 
 
 def ingest_prometheus_text(
@@ -139,7 +151,7 @@ def parse_remote_write(body: bytes, cluster: str) -> normalize.NormalizeResult:
     cluster = _check_cluster(cluster)
     with inventory.collecting() as found:
         result = normalize.decode_to_table(body, cluster=cluster)
-    return result._replace(inventory=tuple(found))
+    return _readings(result._replace(inventory=tuple(found)))
 
 
 def ingest_remote_write(body: bytes, cluster: str) -> IngestReport:
@@ -243,6 +255,7 @@ def parse_kernel_log(
         table = pa.Table.from_pydict(cols, schema=schema.EVENTS)
     except (pa.ArrowInvalid, OverflowError) as exc:
         raise IngestError(f"cannot build events: {exc}") from None
+    limits.check_table("events", table, line_of=lambda i: parsed.xids[i].line)
     return writer.conform("events", table), parsed, sorted(unmapped)
 
 
@@ -273,6 +286,8 @@ def parse_sacct(text: str, cluster: str, observed_ts_ms: int | None = None) -> t
     cluster = _check_cluster(cluster)
     rows = sacct.parse_sacct(text)
     jobs, job_hosts = sacct.to_tables(rows, cluster, observed_ts_ms if observed_ts_ms is not None else _now_ms())
+    limits.check_table("jobs", jobs, line_of=lambda i: rows[i].line)
+    limits.check_table("job_hosts", job_hosts)
     return writer.conform("jobs", jobs), writer.conform("job_hosts", job_hosts)
 
 
@@ -303,8 +318,10 @@ def ingest_bulk(path_or_bytes: str | Path | bytes, fmt: str, table: str = "sampl
     cluster = _check_cluster(cluster)
     data = path_or_bytes if isinstance(path_or_bytes, bytes) else Path(path_or_bytes).read_bytes()
     result = bulk.read_bulk(data, fmt, table, cluster=cluster)
-    conformed = writer.conform(table, result.table)
+    rows, dropped = limits.drop_no_data(result.table) if table == "samples" else (result.table, 0)
+    limits.check_table(table, rows)
+    conformed = writer.conform(table, rows)
     written = writer.write(table, conformed, tag=f"ingest:{fmt}")
     expired = _expired(conformed) if table in ("samples", "events") else 0
-    return IngestReport(format=fmt, cluster=cluster, rows={table: written.rows}, dropped_blank=result.dropped_blank,
+    return IngestReport(format=fmt, cluster=cluster, rows={table: written.rows}, dropped_blank=result.dropped_blank + dropped,
                         expired=expired)

@@ -75,7 +75,7 @@ from typing import Collection, Iterable
 
 import numpy as np
 
-from telemetry import catalog, store
+from telemetry import catalog, names, store
 
 ROLLUP_MIN_BUCKET_S = 60
 MAX_POINTS_LIMIT = 5000
@@ -92,8 +92,6 @@ BAND_TABLE = "band_1m"
 FAMILY_SQL = "replaceRegexpAll(component, '[0-9]+', '')"
 QUERY_TIMEOUT_S = 20
 
-_COMPONENT_RE = re.compile(r"^[A-Za-z0-9_./:\-]{0,64}$")
-_HOST_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,253}$")
 
 
 class InvalidSignal(ValueError):
@@ -226,14 +224,14 @@ def validate(q: OverlayQuery, *, allowed_hosts: Collection[str] | None) -> None:
             _resolve_metric(s.metric)
         except InvalidSignal as exc:
             raise InvalidSignal(f"{where}: {exc}") from None
-        if not _HOST_RE.match(s.host):
+        if not names.is_host(s.host):
             raise InvalidSignal(f"{where}: host {s.host!r} is not a valid host name")
-        if not _COMPONENT_RE.match(s.component):
+        if not names.is_component(s.component):
             raise InvalidSignal(f"{where}: component {s.component!r} is not a valid component name")
         if allowed_hosts is not None and s.host not in allowed_hosts:
             raise InvalidSignal(f"{where}: host {s.host!r} is not in the inventory of cluster {q.cluster!r} or the job")
     for p in q.peers:
-        if not isinstance(p, str) or not _HOST_RE.match(p):
+        if not names.is_host(p):
             raise InvalidSignal(f"peers: {p!r} is not a valid host name")
 
 
