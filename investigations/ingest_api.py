@@ -133,7 +133,8 @@ def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status
     except IngestError as exc:
         return _rejected(exc)
     except (store.StoreLocked, store.StoreUnavailable) as exc:
-        return _error(503, f"telemetry store unavailable: {exc}", headers={"Retry-After": "10"})
+        log.warning("ingest: telemetry store unavailable: %s", exc)
+        return _error(503, f"telemetry store unavailable: {store.public_message(exc)}", headers={"Retry-After": "10"})
     except _ParseBug as bug:
         log.error("ingest parser failed on input it should reject cleanly", exc_info=bug.__cause__)
         return _error(400, "batch rejected, nothing stored: the body could not be parsed",
@@ -249,5 +250,6 @@ def ingest_stats(request):
     cluster = _cluster(request)
     try:
         return overview.ingest_stats(cluster)
-    except (store.StoreLocked, store.StoreUnavailable) as exc:
-        return _error(503, f"telemetry store unavailable: {exc}", headers={"Retry-After": "10"})
+    except Exception as exc:  # unreachable, timed out or a failed query: transient for the sender, like the POSTs
+        log.warning("ingest stats: telemetry store failed", exc_info=True)
+        return _error(503, f"telemetry store unavailable: {store.public_message(exc)}", headers={"Retry-After": "10"})

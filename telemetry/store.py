@@ -15,6 +15,7 @@ import fcntl
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -30,12 +31,22 @@ class StoreUnavailable(RuntimeError):
     """The telemetry store cannot be reached or opened."""
 
 
+# Client-side bounds on every call to a ClickHouse server: the engine's own
+# max_execution_time does not help when the server (or a proxy) accepts the
+# connection and never answers, which tied every web thread up for 90 s.
+CONNECT_TIMEOUT_S = 3
+READ_MARGIN_S = 5  # a query may run its max_execution_time; the answer may take this much longer
+HEALTH_TIMEOUT_S = 3
+OPEN_BREAKER_S = 15  # after a call timed out or could not connect, fail fast for this long
+
+
 @dataclass
 class StoreConfig:
     dsn: str = ""
     cluster: str = ""  # ClickHouse cluster name for ON CLUSTER / Distributed, '' for a single node
     ttl_days: int = 400
     query_timeout_s: int = 60
+    max_concurrent_calls: int = 0
 
     @property
     def embedded(self) -> bool:
@@ -49,14 +60,29 @@ class StoreConfig:
 _config = StoreConfig(dsn=os.environ.get("TELEMETRY_DSN", ""))
 _local = threading.local()
 _lock_fd: int | None = None
+_lock_dir: Path | None = None
 _lock_guard = threading.Lock()
 _generation = 0  # bumped by configure(): thread clients of an older config are discarded
 
 
-def configure(dsn: str, *, cluster: str = "", ttl_days: int = 400, query_timeout_s: int = 60) -> None:
-    global _config, _generation
-    _config = StoreConfig(dsn=dsn, cluster=cluster, ttl_days=ttl_days, query_timeout_s=query_timeout_s)
+def configure(dsn: str, *, cluster: str = "", ttl_days: int = 400, query_timeout_s: int = 60,
+              max_concurrent_calls: int = 0) -> None:
+    """``max_concurrent_calls`` (0 = no bound): how many threads may wait on the store at once;
+    ``serve`` keeps it below its web threads, so pages that need no telemetry always get a thread."""
+    global _config, _generation, _slots
+    _config = StoreConfig(dsn=dsn, cluster=cluster, ttl_days=ttl_days, query_timeout_s=query_timeout_s,
+                          max_concurrent_calls=max_concurrent_calls)
+    # Only a server can hang on the network; the embedded engine's long scans are bounded
+    # by max_execution_time and must not be refused for being many.
+    _slots = (threading.BoundedSemaphore(max_concurrent_calls)
+              if max_concurrent_calls > 0 and not _config.embedded else None)
+    _breaker.reset()
     _generation += 1
+
+
+def set_max_concurrent_calls(n: int) -> None:
+    c = _config
+    configure(c.dsn, cluster=c.cluster, ttl_days=c.ttl_days, query_timeout_s=c.query_timeout_s, max_concurrent_calls=n)
 
 
 def config() -> StoreConfig:
@@ -72,7 +98,7 @@ def _read_holder(lock_path: Path) -> str:
 
 def acquire_data_dir_lock(path: Path) -> None:
     """Hold an exclusive advisory lock on the chDB data dir for this process's life."""
-    global _lock_fd
+    global _lock_fd, _lock_dir
     with _lock_guard:
         if _lock_fd is not None:
             return
@@ -91,6 +117,27 @@ def acquire_data_dir_lock(path: Path) -> None:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         _lock_fd = fd
+        _lock_dir = path
+
+
+def check_data_dir() -> None:
+    """The embedded store's directory is still the one this process opened.
+
+    Moved or removed under a running server, the engine answers "Cannot open
+    file" on reads and recreates empty folders on writes, so ingest would go on
+    answering 200 into nothing. Our lock file is the witness: same inode at the
+    same path, or the store is unavailable."""
+    if _lock_fd is None or _lock_dir is None or not _config.embedded or _config.chdb_path != _lock_dir:
+        return
+    try:
+        same = os.stat(_lock_dir / "precursor.lock").st_ino == os.fstat(_lock_fd).st_ino
+    except OSError:
+        same = False
+    if not same:
+        raise StoreUnavailable(
+            f"the telemetry data directory {_lock_dir} was moved or removed while Precursor was running: "
+            "restore it and restart Precursor"
+        )
 
 
 def _new_client():
@@ -103,16 +150,98 @@ def _new_client():
             return clickhouse_connect.get_client(dsn=f"chdb://{cfg.chdb_path}")
         except Exception as exc:
             raise StoreUnavailable(f"cannot open the embedded telemetry store at {cfg.chdb_path}: {exc}") from exc
+    _breaker.check()
     try:
-        return clickhouse_connect.get_client(
+        # The client asks the server for its version on creation: bounded like a health check.
+        client = clickhouse_connect.get_client(
             dsn=cfg.dsn,
-            connect_timeout=10,
-            send_receive_timeout=cfg.query_timeout_s + 30,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            send_receive_timeout=HEALTH_TIMEOUT_S + 2,
             autogenerate_session_id=False,
+            query_retries=0,
         )
+        client.timeout = _default_timeout()
+        return client
     except Exception as exc:
-        safe = urlparse(cfg.dsn)._replace(netloc=urlparse(cfg.dsn).hostname or "").geturl()
-        raise StoreUnavailable(f"cannot reach the ClickHouse server at {safe}: {exc}") from exc
+        what = "did not answer in time" if "timed out" in str(exc).lower() else "cannot be reached"
+        _breaker.trip(f"the ClickHouse server at {safe_dsn()} {what}")
+        raise StoreUnavailable(f"the ClickHouse server at {safe_dsn()} {what}: {exc}") from exc
+
+
+def _default_timeout(timeout_s: float | None = None):
+    """A server call's client-side bound: its own time limit plus a margin (at most doubled)."""
+    from urllib3 import Timeout
+
+    limit = float(timeout_s or _config.query_timeout_s)
+    return Timeout(connect=CONNECT_TIMEOUT_S, read=limit + min(READ_MARGIN_S, limit))
+
+
+def safe_dsn() -> str:
+    """The DSN without user and password."""
+    url = urlparse(_config.dsn)
+    return url._replace(netloc=url.hostname + (f":{url.port}" if url.port else "") if url.hostname else "").geturl()
+
+
+class _Breaker:
+    """Fail fast for a while after a server call timed out or could not connect, so a hung
+    store costs the first callers one timeout each and everyone after them nothing."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.until = 0.0
+        self.reason = ""
+
+    def reset(self) -> None:
+        with self._lock:
+            self.until, self.reason = 0.0, ""
+
+    def trip(self, reason: str) -> None:
+        with self._lock:
+            self.until, self.reason = time.monotonic() + OPEN_BREAKER_S, reason
+
+    def check(self) -> None:
+        if self.until and time.monotonic() < self.until:
+            raise StoreUnavailable(f"{self.reason} (not retried for {OPEN_BREAKER_S} s after the last failure)")
+
+
+_breaker = _Breaker()
+_slots: threading.BoundedSemaphore | None = None
+
+
+def _transport_error(exc: BaseException) -> bool:
+    """A timeout or a connection failure, as opposed to the server answering with an error."""
+    from clickhouse_connect.driver.exceptions import OperationalError
+
+    return isinstance(exc, (OperationalError, TimeoutError, ConnectionError))
+
+
+def _call(method: str, timeout_s: float | None, *args, **kwargs):
+    """Run one client method with the client-side bounds: breaker, concurrency slots and
+    (for a server) a read timeout of the query's own time limit plus a margin."""
+    check_data_dir()
+    _breaker.check()
+    slots = _slots
+    if slots is not None and not slots.acquire(timeout=1.0):
+        raise StoreUnavailable("the telemetry store is slow to answer: every request slot is waiting on it")
+    try:
+        client = get_client()
+        if not _config.embedded:
+            client.timeout = _default_timeout(timeout_s)
+        try:
+            return getattr(client, method)(*args, **kwargs)
+        except Exception as exc:
+            if not _config.embedded and _transport_error(exc):
+                _breaker.trip(f"the ClickHouse server at {safe_dsn()} did not answer")
+                close_thread_client()
+                raise StoreUnavailable(f"the ClickHouse server at {safe_dsn()} did not answer in time: "
+                                       f"{type(exc).__name__}") from exc
+            raise
+        finally:
+            if not _config.embedded and getattr(_local, "client", None) is client:
+                client.timeout = _default_timeout()  # for callers that use the client directly
+    finally:
+        if slots is not None:
+            slots.release()
 
 
 def get_client():
@@ -163,29 +292,75 @@ def used_parameters(sql: str, parameters: dict | None) -> dict:
 def query_df(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None):
     params = used_parameters(sql, parameters)
     sql, settings = with_settings(sql, tag, timeout_s)
-    return get_client().query_df(sql, parameters=params, settings=settings)
+    return _call("query_df", timeout_s, sql, parameters=params, settings=settings)
 
 
 def query_rows(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None) -> list[tuple]:
     params = used_parameters(sql, parameters)
     sql, settings = with_settings(sql, tag, timeout_s)
-    return get_client().query(sql, parameters=params, settings=settings).result_rows
+    return _call("query", timeout_s, sql, parameters=params, settings=settings).result_rows
 
 
 def query_arrow(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None):
     params = used_parameters(sql, parameters)
     sql, settings = with_settings(sql, tag, timeout_s)
-    return get_client().query_arrow(sql, parameters=params, settings=settings)
+    return _call("query_arrow", timeout_s, sql, parameters=params, settings=settings)
 
 
 def command(sql: str, parameters: dict | None = None, *, tag: str = "command"):
-    return get_client().command(sql, parameters=parameters or None, settings=query_settings(tag))
+    return _call("command", None, sql, parameters=parameters or None, settings=query_settings(tag))
+
+
+def insert_arrow(table: str, data, *, settings: dict, timeout_s: int | None = None):
+    """``insert_arrow`` with the same client-side bounds as queries."""
+    return _call("insert_arrow", timeout_s, table, data, settings=settings)
 
 
 def ping() -> tuple[bool, str]:
-    """(ok, detail) without raising: used by /healthz."""
+    """(ok, detail) without raising, within about HEALTH_TIMEOUT_S: used by /healthz.
+
+    Checks what the pages need: the data directory is the one opened (embedded), the
+    stored data is readable (a read of ``samples`` opens its files) and the store
+    takes writes (not read-only)."""
     try:
-        rows = query_rows("SELECT version()", tag="healthz", timeout_s=5)
-        return True, f"ClickHouse {rows[0][0]}" + (" (embedded chDB)" if _config.embedded else "")
+        rows = query_rows(
+            "SELECT version(), getSetting('readonly'), (SELECT count() FROM (SELECT 1 FROM samples LIMIT 1))",
+            tag="healthz", timeout_s=HEALTH_TIMEOUT_S,
+        )
     except Exception as exc:
-        return False, str(exc).splitlines()[0][:300]
+        # Operators read this: name the server (never its credentials); a data path never shows.
+        return False, public_message(exc) + ("" if _config.embedded else f" (server {safe_dsn()})")
+    version, readonly, _ = rows[0]
+    if str(readonly) not in ("0", ""):
+        return False, f"the telemetry store is read-only (readonly={readonly}): ingest cannot write"
+    if _config.embedded:
+        try:
+            probe = _config.chdb_path / ".precursor-health"
+            probe.write_bytes(b"ok")
+            probe.unlink()
+        except OSError as exc:
+            return False, f"the telemetry data directory is not writable ({exc.strerror})"
+    return True, f"ClickHouse {version}" + (" (embedded chDB)" if _config.embedded else "")
+
+
+def public_message(exc: BaseException) -> str:
+    """What a person may be shown about a store failure: what happened and what to do,
+    never an internal file path or an engine error code (the log has the details)."""
+    log.warning("telemetry store failure shown to a person as a short message: %s: %s",
+                type(exc).__name__, str(exc).strip().splitlines()[0][:500] if str(exc).strip() else "")
+    if isinstance(exc, StoreLocked):
+        return ("the telemetry store is in use by another Precursor process: stop it, or point "
+                "PRECURSOR_DATA_DIR elsewhere")
+    if isinstance(exc, StoreUnavailable):
+        text = str(exc)
+        if "moved or removed" in text:
+            return ("the telemetry data directory was moved or removed while Precursor was running: "
+                    "restore it and restart Precursor")
+        if "cannot be reached" in text:
+            return "the telemetry store cannot be reached: retry in a minute; if it persists, check the store"
+        if "did not answer" in text or "slow to answer" in text:
+            return "the telemetry store did not answer in time: retry in a minute; if it persists, check the store"
+        if "TELEMETRY_DSN" in text:
+            return "the telemetry store is not configured (TELEMETRY_DSN)"
+        return "the telemetry store cannot be opened: check the server log"
+    return "the telemetry store failed to answer this query: retry; if it persists, check the server log"

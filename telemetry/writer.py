@@ -104,7 +104,7 @@ def insert_settings(table_name: str, token: str, tag: str, *, async_insert: bool
 
 def _insert(table_name: str, table: pa.Table, token: str, tag: str, async_insert: bool = False) -> None:
     settings = insert_settings(table_name, token, tag, async_insert=async_insert)
-    store.get_client().insert_arrow(table_name, table, settings=settings)
+    store.insert_arrow(table_name, table, settings=settings)  # with the store's client-side bounds
 
 
 def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: str = "writer",

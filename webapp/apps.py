@@ -16,4 +16,5 @@ class WebappConfig(AppConfig):
             cluster=settings.TELEMETRY_CLUSTER,
             ttl_days=settings.TELEMETRY_TTL_DAYS,
             query_timeout_s=settings.TELEMETRY_QUERY_TIMEOUT_S,
+            max_concurrent_calls=settings.TELEMETRY_MAX_CONCURRENT_CALLS,
         )

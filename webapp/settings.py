@@ -35,6 +35,9 @@ if not TELEMETRY_DSN.startswith(("chdb://", "http://", "https://", "clickhouse:/
 TELEMETRY_CLUSTER = envstr("TELEMETRY_CLUSTER", "")  # ClickHouse cluster name: Replicated + Distributed tables
 TELEMETRY_TTL_DAYS = envint("TELEMETRY_TTL_DAYS", 400, minimum=0)  # 0 = keep forever
 TELEMETRY_QUERY_TIMEOUT_S = envint("TELEMETRY_QUERY_TIMEOUT_S", 60, minimum=1)
+# Threads of one process that may wait on a ClickHouse server at once (0 = no bound). `serve`
+# sets it to its web threads minus two, so pages that need no telemetry never queue behind a hung store.
+TELEMETRY_MAX_CONCURRENT_CALLS = envint("TELEMETRY_MAX_CONCURRENT_CALLS", 0, minimum=0)
 TELEMETRY_DEFAULT_CLUSTER = envstr("PRECURSOR_CLUSTER", "default")  # fleet name used when a source names none
 
 # --- Django database -------------------------------------------------------

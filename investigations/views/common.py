@@ -13,10 +13,8 @@ def first_line(exc: BaseException) -> str:
 
 def store_error_message(exc: BaseException) -> str:
     """What a person can act on when the telemetry store did not answer."""
-    if isinstance(exc, store.StoreLocked):
-        return f"{first_line(exc)}"
-    return (f"The telemetry store did not answer ({exc.__class__.__name__}: {first_line(exc)}). "
-            "Reload to retry; if it persists, check the server log.")
+    message = store.public_message(exc)  # no internal paths or engine error codes: the log has those
+    return message[:1].upper() + message[1:] + "."
 
 
 def history_days(request) -> int | None:

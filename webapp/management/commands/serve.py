@@ -30,6 +30,8 @@ class Command(BaseCommand):
         from webapp.heap import freeze_startup_heap
         from webapp.wsgi import application
 
+        # Requests waiting on a ClickHouse server never take the last two web threads.
+        store.set_max_concurrent_calls(settings.TELEMETRY_MAX_CONCURRENT_CALLS or max(1, opts["threads"] - 2))
         try:
             applied = migrate.migrate(
                 store.get_client(),
