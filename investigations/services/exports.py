@@ -184,6 +184,18 @@ def run_export(ctx: JobContext) -> dict:
     return {**manifest, "file": path.name, "bytes": path.stat().st_size, "sha256": digest}
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value):
+    """A CSV cell a spreadsheet shows as text: a string starting with = + - @ tab or CR
+    (a formula to Excel, LibreOffice and Sheets: ``=HYPERLINK(...)`` in a root cause
+    or a job name) gets a leading apostrophe. Numbers are written as numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _write(job_id: int, fmt: str, rows: list[dict], feats: dict[str, list[float]], manifest: dict) -> Path:
     out = exports_dir() / f"precursor-dataset-{job_id}.{fmt}"
     tmp = out.with_suffix(out.suffix + ".partial")
@@ -199,7 +211,7 @@ def _write(job_id: int, fmt: str, rows: list[dict], feats: dict[str, list[float]
             w = csv.writer(f)
             w.writerow(base + list(feats))
             for i, r in enumerate(rows):
-                w.writerow([("" if r[c] is None else r[c]) for c in base]
+                w.writerow([("" if r[c] is None else spreadsheet_safe(r[c])) for c in base]
                            + [("" if np.isnan(v[i]) else repr(float(v[i]))) for v in feats.values()])
         with open(out.with_suffix(".manifest.json"), "w", encoding="utf-8") as f:
             json.dump(manifest, f, indent=2)

