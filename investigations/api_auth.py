@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from ninja.errors import HttpError
-from ninja.security import HttpBearer
+from ninja.security import HttpBearer, SessionAuth
 
 from investigations import tokens
 
@@ -38,3 +38,17 @@ class UserTokenAuth(HttpBearer):
 
 
 user_token_auth = UserTokenAuth()
+
+
+class LoggedInSession(SessionAuth):
+    """The browser session, with CSRF, for logged-in people only: an anonymous request is a
+    401 (not logged in), not the 403 "CSRF check Failed" the CSRF check would answer first."""
+
+    def __call__(self, request: HttpRequest):
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return None
+        return super().__call__(request)
+
+
+session_auth = LoggedInSession()

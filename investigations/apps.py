@@ -8,4 +8,6 @@ class InvestigationsConfig(AppConfig):
     def ready(self):
         # Job kinds register themselves on import.
         from investigations import jobkinds  # noqa: F401
-        from investigations.services import exports, fleet_test, scans  # noqa: F401
+        from investigations.services import exports, fleet_test, logins, scans  # noqa: F401
+
+        logins.connect()

@@ -1,12 +1,11 @@
 """The project API: mounts each app's router. OpenAPI at /api/docs."""
 from ninja import NinjaAPI
-from ninja.security import django_auth
 
-from investigations.api_auth import user_token_auth
+from investigations.api_auth import session_auth, user_token_auth
 
 # A personal API token (Bearer) first, so a script never meets the session's CSRF check;
 # without an Authorization header, the browser session (with CSRF) decides.
-api = NinjaAPI(title="Precursor API", version="1", auth=[user_token_auth, django_auth], urls_namespace="api")
+api = NinjaAPI(title="Precursor API", version="1", auth=[user_token_auth, session_auth], urls_namespace="api")
 
 # Routers are added by their apps; each module stays importable on its own.
 from investigations.api import router as investigations_router  # noqa: E402

@@ -8,6 +8,7 @@ the variable (see ``webapp.env``).
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from webapp.env import ConfigError, envbool, envint, envlist, envstr, load_secret_key
@@ -94,12 +95,15 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # serves Swagger UI for /api/docs from its own static files (no CDN)
+    "axes",  # login throttling: lockout after repeated failures
     "webapp",
     "investigations",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "webapp.security.ContentSecurityPolicy",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/ (plotly.js included), before login checks
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -108,7 +112,26 @@ MIDDLEWARE = [
     "webapp.middleware.PrecursorLoginRequired",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
+
+# --- logins ----------------------------------------------------------------
+# django-axes counts failed logins per (username, client address); at the limit that pair is
+# locked out for the cool-off time, the right password included (HTTP 429 and a page saying so).
+# Failures and lockouts are also written to the audit log (investigations/services/logins.py).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("PRECURSOR_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("PRECURSOR_LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "webapp.security.locked_out"
+AXES_VERBOSE = False
+# Behind a proxy, the client address is the proxy's unless it is read from its header.
+AXES_IPWARE_PROXY_COUNT = envint("PRECURSOR_PROXY_COUNT", 0, minimum=0) or None
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if AXES_IPWARE_PROXY_COUNT else ["REMOTE_ADDR"]
 
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
@@ -163,6 +186,20 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+
+# Served behind TLS (a proxy terminating HTTPS): one variable turns on HSTS, the redirect to
+# https and Secure cookies. The proxy must set X-Forwarded-Proto: https.
+HTTPS = envbool("PRECURSOR_HTTPS", False)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
+    SECURE_HSTS_SECONDS = envint("PRECURSOR_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("PRECURSOR_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = envbool("PRECURSOR_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
 
 LOG_LEVEL = envstr("LOG_LEVEL", "INFO").upper()
 if LOG_LEVEL not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
@@ -173,5 +210,5 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"celery": {"level": "WARNING"}, "waitress": {"level": "WARNING"}},
+    "loggers": {"celery": {"level": "WARNING"}, "waitress": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

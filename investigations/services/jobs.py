@@ -98,9 +98,10 @@ def enqueue(job_id: int) -> None:
 def start_job(kind: str, params: dict | None = None, *, user=None) -> BackgroundJob:
     if kind not in _KINDS:
         raise UnknownJobKind(f"unknown job kind {kind!r}; known: {', '.join(kinds())}")
-    job = BackgroundJob.objects.create(kind=kind, params=params or {}, created_by=user)
-    _audit(job, "job.started", user)
-    transaction.on_commit(lambda: enqueue(job.pk))
+    with transaction.atomic():  # the job and its audit record together, or neither
+        job = BackgroundJob.objects.create(kind=kind, params=params or {}, created_by=user)
+        _audit(job, "job.started", user)
+        transaction.on_commit(lambda: enqueue(job.pk))
     return job
 
 
@@ -161,26 +162,46 @@ def run(job_id: int) -> str:
         final, fields = State.FAILED, {"error": str(exc)}
     except Exception as exc:  # a job failure is recorded on the row, not lost in a log
         log.exception("job %s (%s) failed", job_id, job.kind)
-        final, fields = State.FAILED, {"error": f"{type(exc).__name__}: {exc}"[:4000]}
-    BackgroundJob.objects.filter(pk=job_id, state=State.RUNNING).update(
-        state=final, finished_at=timezone.now(), **fields
-    )
-    job.refresh_from_db()
-    _audit(job, f"job.{final}")
+        final, fields = State.FAILED, {"error": failure_message(exc)[:4000]}
+    # The final state and its audit record in one transaction: a reader never sees
+    # "succeeded" without job.succeeded, and a crash between the two cannot lose it.
+    with transaction.atomic():
+        ended = BackgroundJob.objects.filter(pk=job_id, state=State.RUNNING).update(
+            state=final, finished_at=timezone.now(), **fields
+        )
+        job.refresh_from_db()
+        if ended:
+            _audit(job, f"job.{final}")
     return final
+
+
+def failure_message(exc: BaseException) -> str:
+    """What the job page shows for a failure: our own messages as they are; store failures
+    and unexpected errors without internal paths or engine error codes (the log has them)."""
+    from django.core.exceptions import ObjectDoesNotExist
+
+    from telemetry import store
+
+    if isinstance(exc, (store.StoreUnavailable, store.StoreLocked)) or type(exc).__module__.startswith(
+            ("clickhouse_connect", "chdb")):
+        return store.public_message(exc)
+    if isinstance(exc, (ValueError, LookupError, ObjectDoesNotExist)) and not isinstance(exc, UnicodeError):
+        return f"{type(exc).__name__}: {exc}"
+    return f"internal error ({type(exc).__name__}): the server log has the details"
 
 
 def cancel_job(job: BackgroundJob, *, user=None) -> BackgroundJob:
     """Cancel a queued job at once; ask a running one to stop at its next progress step.
     Who asked is audited; a finished job is left as it is."""
-    asked = BackgroundJob.objects.filter(pk=job.pk, state__in=BackgroundJob.ACTIVE,
-                                         cancel_requested=False).update(cancel_requested=True)
-    BackgroundJob.objects.filter(pk=job.pk, state=State.QUEUED).update(
-        state=State.CANCELLED, finished_at=timezone.now(), stage="cancelled"
-    )
-    job.refresh_from_db()
-    if asked:
-        _audit(job, "job.cancel_requested", user)
+    with transaction.atomic():
+        asked = BackgroundJob.objects.filter(pk=job.pk, state__in=BackgroundJob.ACTIVE,
+                                             cancel_requested=False).update(cancel_requested=True)
+        BackgroundJob.objects.filter(pk=job.pk, state=State.QUEUED).update(
+            state=State.CANCELLED, finished_at=timezone.now(), stage="cancelled"
+        )
+        job.refresh_from_db()
+        if asked:
+            _audit(job, "job.cancel_requested", user)
     return job
 
 

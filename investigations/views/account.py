@@ -7,6 +7,7 @@ token reads and nothing more. Creation and revocation go to the audit log.
 from __future__ import annotations
 
 from django.contrib import messages
+from django.db import transaction
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -42,12 +43,13 @@ def api_token_create(request):
         error = f"you already hold {MAX_LIVE_TOKENS} live tokens: revoke one you no longer use first"
     else:
         try:
-            token, plaintext = tokens.create_token(name, request.user, scope="api")
+            with transaction.atomic():  # the token and its audit record together, or neither
+                token, plaintext = tokens.create_token(name, request.user, scope="api")
+                activity.record(request.user, "token.created", prefix=token.prefix, name=token.name, scope="api")
         except ValueError as exc:
             error = str(exc)
     if error:
         return _page(request, error=error, name=name, status=400)
-    activity.record(request.user, "token.created", prefix=token.prefix, name=token.name, scope="api")
     # Shown once, on the page the redirect lands on (not in the URL, not in a log line).
     request.session["new_api_token"] = plaintext
     return redirect("api-tokens")
@@ -55,8 +57,11 @@ def api_token_create(request):
 
 @require_POST
 def api_token_revoke(request, prefix: str):
-    if tokens.revoke(prefix, owner=request.user):
-        activity.record(request.user, "token.revoked", prefix=prefix, scope="api")
+    with transaction.atomic():
+        revoked = tokens.revoke(prefix, owner=request.user)
+        if revoked:
+            activity.record(request.user, "token.revoked", prefix=prefix, scope="api")
+    if revoked:
         messages.success(request, f"token {prefix} revoked: scripts using it now get 401")
     else:
         messages.error(request, f"you hold no live token {prefix}")

@@ -24,6 +24,7 @@ from investigations.views.common import first_line, store_error_message
 from telemetry import catalog
 from telemetry.queries import interruptions
 from telemetry.queries.overlay import InvalidSignal, SignalSpec
+from webapp.security import allows_eval
 
 LAYER_ROWS = (  # overlay rows, top to bottom
     ("gpu", "GPU"), ("nvswitch", "NVSwitch / NVLink"), ("network", "Network"),
@@ -98,6 +99,7 @@ def _case_context(request, case: Case, *, w=None, signals=None, pin_form=None, v
     }
 
 
+@allows_eval  # the overlay's WebGL traces (plotly's regl) compile with Function(): webapp/security.py
 def case_page(request, pk: int):
     case = _case_or_404(pk)
     try:

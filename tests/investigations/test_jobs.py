@@ -186,3 +186,47 @@ def test_the_api_starts_jobs_only_through_their_verbs(investigator, viewer):
     started = c.post("/api/jobs/store-summary", "{}", content_type="application/json")
     assert started.status_code == 201 and started.json()["kind"] == "store_summary"
     assert [j["id"] for j in c.get("/api/jobs").json()] == [started.json()["id"]]
+
+
+def test_a_jobs_end_and_its_audit_record_are_one_write(clean_store, investigator, monkeypatch):
+    """If the audit record cannot be written, the final state is not either: nobody ever sees
+    "succeeded" without job.succeeded (the test above once caught the gap between the two)."""
+    from investigations.models import AuditEvent, Case
+    from investigations.services import activity
+
+    case = Case.objects.create(cluster="c1", job_id="78", job_name="llm-8", state="NODE_FAIL",
+                               t0="2026-11-30T04:12:07Z", n_hosts=1, hosts=["n1"], opened_by=investigator)
+    job = jobs.start_job("store_summary", {"case_id": case.pk}, user=investigator)
+    real_record = activity.record
+
+    def crash_on_end(actor, verb, *args, **kwargs):
+        if verb == "job.succeeded":
+            raise RuntimeError("the process died here")
+        return real_record(actor, verb, *args, **kwargs)
+
+    monkeypatch.setattr(activity, "record", crash_on_end)
+    with pytest.raises(RuntimeError, match="died here"):
+        jobs.run(job.pk)
+    job.refresh_from_db()
+    assert job.state == "running" and job.finished_at is None  # picked up again by recovery, not half-ended
+    assert list(AuditEvent.objects.filter(case=case).values_list("verb", flat=True)) == ["job.started"]
+    monkeypatch.setattr(activity, "record", real_record)
+    job.state = "queued"
+    job.save(update_fields=["state"])
+    assert jobs.run(job.pk) == "succeeded"
+    assert list(AuditEvent.objects.filter(case=case).order_by("pk").values_list("verb", flat=True)) == [
+        "job.started", "job.succeeded"]
+
+
+def test_a_failure_shown_on_the_job_page_carries_no_internal_path_or_engine_code():
+    from telemetry import store
+
+    engine = type("DatabaseError", (Exception,), {"__module__": "clickhouse_connect.driver.exceptions"})
+    shown = jobs.failure_message(engine("Code: 107. DB::ErrnoException: Cannot open file /srv/precursor/var/"
+                                        "telemetry/store/abc/columns.txt"))
+    assert "Code" not in shown and "/srv" not in shown and "telemetry store" in shown
+    shown = jobs.failure_message(store.StoreUnavailable("cannot open the embedded telemetry store at /srv/x: boom"))
+    assert "/srv" not in shown
+    shown = jobs.failure_message(OSError(2, "No such file", "/srv/precursor/var/exports/x.partial"))
+    assert "/srv" not in shown and shown.startswith("internal error (FileNotFoundError)")
+    assert jobs.failure_message(ValueError("rows must be between 1 and 1e11, got -5")).endswith("got -5")
