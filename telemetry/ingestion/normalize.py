@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 from telemetry import catalog, schema
 from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.prometheus_text import PromSample
-from telemetry.ingestion import inventory, prometheus_text, remote_write
+from telemetry.ingestion import inventory, limits, prometheus_text, remote_write
 from telemetry.ingestion.remote_write import RWSeries
 
 # go-dcgm dcgm_structs.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED = BLANK + 0..3;
@@ -586,9 +586,13 @@ def _resolve(name: str, labels: Mapping[str, str], cluster: str, default_host: s
         canonical, unknown = metric.name, False
         scale = float(scale_for(name)) if scale_for is not None else float(metric.scale)
     component = component_of(labels)
-    inventory.note(inventory.from_labels(name, labels, labels.get("cluster") or cluster, host, component))
+    series_cluster = labels.get("cluster") or cluster
+    # The name grammar, once per label set (resolved sets are cached): ingest stores only what
+    # the pages can chart (telemetry/names.py).
+    limits.check_names(host=host, component=component, metric=canonical, cluster=series_cluster)
+    inventory.note(inventory.from_labels(name, labels, series_cluster, host, component))
     return _Series(
-        cluster=labels.get("cluster") or cluster,
+        cluster=series_cluster,
         host=host,
         component=component,
         metric=canonical,

@@ -135,7 +135,7 @@ def _readings(result: normalize.NormalizeResult) -> normalize.NormalizeResult:
     """The one rule for readings (``limits``): non-finite values dropped as no data,
     times outside the window and names outside the grammar refused."""
     table, dropped = limits.drop_no_data(result.table)
-    limits.check_table("samples", table)
+    limits.check_table("samples", table, names_checked=True)  # names: once per label set, in normalize
     return result._replace(table=table, dropped_blank=result.dropped_blank + dropped)
 
 
