@@ -12,6 +12,7 @@ of the engine's obscure failure.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import threading
@@ -21,6 +22,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import clickhouse_connect
+
+log = logging.getLogger(__name__)
 
 
 class StoreLocked(RuntimeError):
@@ -252,6 +255,17 @@ def get_client():
         _local.client = client
         _local.generation = _generation
     return client
+
+
+def close_thread_client() -> None:
+    """Drop this thread's client (after a server stopped answering, its connection is stale)."""
+    client = getattr(_local, "client", None)
+    _local.client = None
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # closing a half-open client must never mask the real error
+            log.debug("closing telemetry client failed", exc_info=True)
 
 
 def query_settings(tag: str, timeout_s: int | None = None) -> dict:
