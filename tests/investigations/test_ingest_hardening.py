@@ -134,6 +134,7 @@ TEXT_BODIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(TEXT_BODIES))
 def test_a_gzip_body_cut_after_a_full_flush_is_refused_and_nothing_is_stored(client, clean_store, token, path):
     first, second = TEXT_BODIES[path]
@@ -312,6 +313,7 @@ def _page_accepts(host: str, component: str) -> bool:
 NAME_CHARS = "aZ09_.:-/ <>\x00\n'\"é"
 
 
+@pytest.mark.slow
 @given(host=st.text(alphabet=NAME_CHARS, max_size=12) | st.sampled_from(BAD_HOSTS + ["gpu-a001", "10.0.0.7", "fe80::1"]),
        component=st.text(alphabet=NAME_CHARS, max_size=12) | st.sampled_from(["", "gpu3", "mlx5_0/1", "x" * 129]))
 @hsettings(max_examples=300, deadline=None)

@@ -81,6 +81,7 @@ def _check_deploy(env) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_check_deploy_is_clean_under_the_production_variables():
     out = _check_deploy(_production_env())
     assert out.returncode == 0, out.stderr
@@ -88,6 +89,7 @@ def test_check_deploy_is_clean_under_the_production_variables():
     assert "WARNING" not in (out.stdout + out.stderr).upper(), out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_check_deploy_names_what_is_missing_without_https():
     out = _check_deploy(_production_env(PRECURSOR_HTTPS="false"))
     text = out.stdout + out.stderr
@@ -108,6 +110,7 @@ def _settings_under(**env) -> dict:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow
 def test_precursor_https_turns_on_hsts_the_redirect_and_secure_cookies():
     on = _settings_under()
     assert on["SECURE_SSL_REDIRECT"] is True and on["SECURE_HSTS_SECONDS"] == 31_536_000
@@ -119,6 +122,7 @@ def test_precursor_https_turns_on_hsts_the_redirect_and_secure_cookies():
     assert not off["SESSION_COOKIE_SECURE"] and not off["CSRF_COOKIE_SECURE"]
 
 
+@pytest.mark.slow
 def test_a_bad_precursor_https_value_stops_start_up_naming_it():
     out = _check_deploy(_production_env(PRECURSOR_HTTPS="maybe"))
     assert out.returncode != 0 and "PRECURSOR_HTTPS" in out.stderr

@@ -126,6 +126,7 @@ def _shown(text: str) -> None:
         assert internal not in text, f"{internal!r} leaked into: {text[:500]}"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_healthz_is_503_within_10_s_when_the_store_never_answers(client, silent_store):
     started = time.monotonic()
@@ -141,6 +142,7 @@ def test_healthz_is_503_within_10_s_when_the_store_never_answers(client, silent_
     assert time.monotonic() - started < 1
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_ingest_stats_answers_json_503_when_the_store_never_answers(client, silent_store, ingest_token):
     response = client.get("/api/ingest/stats", HTTP_AUTHORIZATION=f"Bearer {ingest_token}")
@@ -158,6 +160,7 @@ def test_ingest_stats_answers_json_503_on_a_store_query_error(client, erring_sto
     _shown(health.content.decode())
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_pages_that_need_no_telemetry_stay_prompt_while_every_other_thread_waits_on_a_hung_store(
         silent_store, ingest_token, investigator):
@@ -231,6 +234,7 @@ def serving(tmp_path):
     proc.wait(10)
 
 
+@pytest.mark.slow
 def test_removing_the_telemetry_directory_under_serve_turns_health_and_pages_to_a_clear_503(serving):
     base, data, token = serving
     browser = Browser(base)
