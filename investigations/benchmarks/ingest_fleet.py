@@ -505,6 +505,8 @@ def run(options: dict, progress) -> dict:
             elapsed = time.perf_counter() - start
             rss_after_rw = server.peak_rss_mb()
             stored = server.stored(CLUSTER)
+            progress(f"remote-write: {timed.samples / elapsed:,.0f} samples/s, p95 "
+                     f"{_p(timed.latencies, 95):,.0f} ms, stored {stored:,} of {warm.samples + timed.samples:,} sent")
             text = {}
             if text_bodies:
                 progress("text: warm pass over the hosts …")
