@@ -102,6 +102,15 @@ def _int_param(request: HttpRequest, name: str) -> int | None:
         raise IngestError(f"query parameter {name} must be a whole number, got {raw!r}", field=name) from None
 
 
+def _flag(request: HttpRequest, name: str) -> bool:
+    raw = request.GET.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise IngestError(f"query parameter {name} must be 1/0, true/false or yes/no, got {raw!r}", field=name)
+
+
 def _ts_param(request: HttpRequest, name: str = "ts") -> int | None:
     """Milliseconds since the epoch, or ISO-8601."""
     raw = request.GET.get(name)
@@ -177,7 +186,8 @@ def ingest_prometheus(request):
         text = _text(data)
         result = _parsing(service.parse_prometheus_text, text, _cluster(request), request.GET.get("host"),
                           _ts_param(request))
-        return service.write_samples(result, "prometheus", _cluster(request).strip(), "ingest:prometheus")
+        return service.write_samples(result, "prometheus", _cluster(request).strip(), "ingest:prometheus",
+                                     skip_expired=_flag(request, "skip_expired"))
 
     return _run(request, work, allow_gzip=True)
 
@@ -211,7 +221,8 @@ def ingest_remote_write(request):
 
     def work(data: bytes):
         result = _parsing(service.parse_remote_write, data, _cluster(request))
-        return service.write_samples(result, "remote-write", _cluster(request).strip(), "ingest:remote-write")
+        return service.write_samples(result, "remote-write", _cluster(request).strip(), "ingest:remote-write",
+                                     skip_expired=_flag(request, "skip_expired"))
 
     response = _run(request, work, success_status=204)
     return response
@@ -227,7 +238,8 @@ def ingest_kernel_log(request):
         text = _text(data)
         parsed = _parsing(service.parse_kernel_log, text, _cluster(request), request.GET.get("host"),
                           _int_param(request, "year"), None, _ts_param(request, "boot_ts"))
-        return service.write_kernel_events(*parsed, cluster=_cluster(request))
+        return service.write_kernel_events(*parsed, cluster=_cluster(request),
+                                           skip_expired=_flag(request, "skip_expired"))
 
     return _run(request, work, allow_gzip=True)
 

@@ -58,7 +58,27 @@ def _workers() -> dict:
 
 def _telemetry() -> dict:
     ok, detail = store.ping()
-    return {"ok": ok, "detail": detail}
+    out = {"ok": ok, "detail": detail}
+    if ok:
+        out.update(_retention())
+    return out
+
+
+def _retention() -> dict:
+    """What the tables keep (their TTL as stored), and whether that is what the setting says."""
+    from telemetry import migrate, retention
+
+    try:
+        days = retention.table_days()
+    except Exception as exc:  # health must answer even when this one read fails
+        return {"retention": f"cannot read: {exc}".splitlines()[0][:300]}
+    out: dict = {"retention_days": {t: d for t, d in days.items() if d is not None}}
+    wanted = settings.TELEMETRY_TTL_DAYS
+    differ = sorted(t for t, d in days.items() if d is not None and d != wanted)
+    if differ:
+        note = retention.mismatch(migrate.Target(cluster=settings.TELEMETRY_CLUSTER, ttl_days=wanted))
+        out["retention_note"] = note or f"TELEMETRY_TTL_DAYS={wanted} differs from {', '.join(differ)}"
+    return out
 
 
 @login_not_required

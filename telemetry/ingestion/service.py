@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from telemetry import names, schema, store, writer, xid
+from telemetry import names, retention, schema, store, writer, xid
 from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, normalize, sacct
 from telemetry.ingestion.errors import IngestError
 
@@ -46,7 +47,7 @@ class IngestReport:
     skipped_lines: int = 0  # kernel-log lines that are not NVRM Xid lines
     unknown_metrics: list[str] = field(default_factory=list)  # stored under their own name
     unmapped_pci: list[str] = field(default_factory=list)  # kernel-log: PCI ids not in the inventory
-    expired: int = 0  # rows older than the store's retention (TTL): the store drops them on arrival
+    expired: int = 0  # rows older than the tables' retention left out on request (skip_expired); else refused
 
     @property
     def total_rows(self) -> int:
@@ -88,19 +89,45 @@ def _check_cluster(cluster: str) -> str:
     return cluster
 
 
-def _expired(table: pa.Table, column: str = "ts") -> int:
-    """Rows the store's TTL will drop at once: a backfill older than the retention
-    must say so rather than report rows that silently vanish."""
-    ttl_days = store.config().ttl_days
-    if not ttl_days or table.num_rows == 0:
-        return 0
-    cutoff = pa.scalar(_now_ms() - ttl_days * 86_400_000, pa.int64()).cast(schema.TS)
-    return pc.sum(pc.less(table.column(column), cutoff)).as_py() or 0
+def _retained(table: pa.Table, table_name: str, skip_expired: bool = False,
+              column: str = "ts") -> tuple[pa.Table, int]:
+    """(rows to write, rows left out) against the table's retention (its TTL as stored, not the
+    setting). Rows the store would drop on arrival refuse the batch, since "ingested" then 0
+    stored is a lie, unless the sender asked to leave them out (``skip_expired``): then they
+    are left out here and counted in the report's ``expired``."""
+    if table.num_rows == 0:
+        return table, 0
+    cutoff_ms = retention.oldest_kept_ms(table_name, _now_ms())
+    if cutoff_ms is None:
+        return table, 0
+    as_ms = table.column(column).cast(pa.int64())
+    old = pc.less(as_ms, cutoff_ms)
+    n_old = pc.sum(old).as_py() or 0
+    if not n_old:
+        return table, 0
+    if skip_expired:
+        return table.filter(pc.invert(old)), n_old
+    oldest = pc.min(as_ms).as_py()
+    days = retention.table_days()[table_name]
+    needed = -(-(_now_ms() - oldest) // 86_400_000)
+    raise IngestError(
+        f"{n_old} of {table.num_rows} rows are older than the retention of {table_name} ({days} days: "
+        f"oldest {_iso(oldest)}, kept from {_iso(cutoff_ms)} on); the store would drop them on arrival, "
+        f"so nothing of this batch was stored. To keep them: set TELEMETRY_TTL_DAYS=0 (keep forever) or "
+        f"at least {needed} and run `{retention.COMMAND}`, then send the batch again "
+        f"(or send it with skip_expired / --skip-expired to store only the rows inside the retention)",
+        field=column)
 
 
-def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag: str) -> IngestReport:
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag: str, *,
+                  skip_expired: bool = False) -> IngestReport:
     """Write a parsed and normalised batch (the second half of ``ingest_prometheus_text``/``ingest_remote_write``)."""
     table = writer.conform("samples", result.table)  # validate before anything is sent
+    table, expired = _retained(table, "samples", skip_expired)
     # Stored together with the other requests queued meanwhile; returns once stored (see group_commit).
     group_commit.committer("samples").submit(table, tag=tag)
     rows = {"samples": table.num_rows}
@@ -113,7 +140,7 @@ def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag
         raise
     return IngestReport(
         format=fmt, cluster=cluster, rows=rows, dropped_blank=result.dropped_blank,
-        unknown_metrics=sorted(result.unknown_metrics), expired=_expired(table),
+        unknown_metrics=sorted(result.unknown_metrics), expired=expired,
     )
 
 
@@ -273,10 +300,11 @@ def ingest_kernel_log(
 
 
 def write_kernel_events(table: pa.Table, parsed: kernel_log.KernelLogResult, unmapped: list[str], *,
-                        cluster: str) -> IngestReport:
+                        cluster: str, skip_expired: bool = False) -> IngestReport:
+    table, expired = _retained(table, "events", skip_expired)  # before anything is written
     written = writer.write("events", table, tag="ingest:kernel-log")
     return IngestReport(format="kernel-log", cluster=cluster.strip(), rows={"events": written.rows},
-                        skipped_lines=parsed.skipped, unmapped_pci=unmapped, expired=_expired(table))
+                        skipped_lines=parsed.skipped, unmapped_pci=unmapped, expired=expired)
 
 
 # --- sacct -------------------------------------------------------------------------------
@@ -312,7 +340,7 @@ def write_sacct(text: str, cluster: str, jobs: pa.Table, job_hosts: pa.Table) ->
 
 
 def ingest_bulk(path_or_bytes: str | Path | bytes, fmt: str, table: str = "samples", *,
-                cluster: str) -> IngestReport:
+                cluster: str, skip_expired: bool = False) -> IngestReport:
     """A CSV / JSON Lines / Parquet file in the documented schema (see ``telemetry.ingestion.bulk``);
     ``cluster`` fills rows whose cluster column is absent or empty."""
     cluster = _check_cluster(cluster)
@@ -321,7 +349,9 @@ def ingest_bulk(path_or_bytes: str | Path | bytes, fmt: str, table: str = "sampl
     rows, dropped = limits.drop_no_data(result.table) if table == "samples" else (result.table, 0)
     limits.check_table(table, rows)
     conformed = writer.conform(table, rows)
+    expired = 0
+    if table in ("samples", "events"):
+        conformed, expired = _retained(conformed, table, skip_expired)
     written = writer.write(table, conformed, tag=f"ingest:{fmt}")
-    expired = _expired(conformed) if table in ("samples", "events") else 0
     return IngestReport(format=fmt, cluster=cluster, rows={table: written.rows}, dropped_blank=result.dropped_blank + dropped,
                         expired=expired)

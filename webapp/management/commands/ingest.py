@@ -31,9 +31,12 @@ class Command(BaseCommand):
                             help="scrape time in ms since the epoch for prometheus files without timestamps "
                                  "(default: the file's modification time)")
         parser.add_argument("--year", type=int, default=None, help="year of syslog-style kernel lines (they carry none)")
+        parser.add_argument("--skip-expired", action="store_true",
+                            help="leave out (and count) rows older than the tables' retention instead of refusing "
+                                 "the file")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    def handle(self, *args, files, fmt, cluster, host, table, ts, year, no_progress, **opts):
+    def handle(self, *args, files, fmt, cluster, host, table, ts, year, no_progress, skip_expired, **opts):
         from telemetry import store
         from telemetry.ingestion import service
         from telemetry.ingestion.errors import IngestError
@@ -54,7 +57,7 @@ class Command(BaseCommand):
                 data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
                 bar.set_postfix_str(Path(name).name if name != "-" else "stdin")
                 try:
-                    report = self._one(service, fmt, data, name, cluster, host, table, ts, year)
+                    report = self._one(service, fmt, data, name, cluster, host, table, ts, year, skip_expired)
                 except IngestError as exc:
                     raise CommandError(f"{name}: {exc} — nothing of this file was stored") from None
                 except (store.StoreLocked, store.StoreUnavailable) as exc:
@@ -76,16 +79,16 @@ class Command(BaseCommand):
         if dropped:
             extra.append(f"{dropped} no-data samples dropped")
         if expired:
-            extra.append(f"{expired} rows older than the retention ({store.config().ttl_days} days) not kept")
+            extra.append(f"{expired} rows older than the tables' retention left out (--skip-expired)")
         self.stdout.write(f"ingested {summary} from {len(paths)} file(s) into cluster {cluster}"
                           + (f" ({'; '.join(extra)})" if extra else ""))
 
     @staticmethod
-    def _one(service, fmt, data: bytes, name: str, cluster, host, table, ts, year):
+    def _one(service, fmt, data: bytes, name: str, cluster, host, table, ts, year, skip_expired=False):
         from telemetry.ingestion.errors import IngestError
 
         if fmt in ("csv", "jsonl", "parquet"):
-            return service.ingest_bulk(data, fmt, table, cluster=cluster)
+            return service.ingest_bulk(data, fmt, table, cluster=cluster, skip_expired=skip_expired)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -93,7 +96,9 @@ class Command(BaseCommand):
         if fmt == "prometheus":
             if ts is None:
                 ts = int(Path(name).stat().st_mtime * 1000) if name != "-" else None
-            return service.ingest_prometheus_text(text, cluster, default_host=host, default_ts_ms=ts)
+            result = service.parse_prometheus_text(text, cluster, default_host=host, default_ts_ms=ts)
+            return service.write_samples(result, "prometheus", cluster, "ingest:prometheus", skip_expired=skip_expired)
         if fmt == "kernel-log":
-            return service.ingest_kernel_log(text, cluster, host=host, year=year)
+            return service.write_kernel_events(*service.parse_kernel_log(text, cluster, host=host, year=year),
+                                               cluster=cluster, skip_expired=skip_expired)
         return service.ingest_sacct(text, cluster)

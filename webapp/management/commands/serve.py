@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from telemetry import migrate, store
+from telemetry import migrate, retention, store
 
 
 class Command(BaseCommand):
@@ -41,6 +41,10 @@ class Command(BaseCommand):
         except (store.StoreLocked, store.StoreUnavailable, migrate.MigrationError) as exc:
             raise CommandError(str(exc)) from None
         del applied
+        note = retention.mismatch(
+            migrate.Target(cluster=settings.TELEMETRY_CLUSTER, ttl_days=settings.TELEMETRY_TTL_DAYS))
+        if note:
+            self.stderr.write(note)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
 
