@@ -6,6 +6,7 @@ Endpoints (all POST bodies are the tools' own output, unchanged):
 - ``POST /api/ingest/remote-write`` Prometheus remote-write 1.0 (snappy + protobuf)
 - ``POST /api/ingest/kernel-log``   dmesg / journal / syslog text
 - ``POST /api/ingest/sacct``        ``sacct -P`` output with its header
+- ``POST /api/ingest/bulk``         CSV / JSON Lines / Parquet in the documented schema (backfills)
 - ``GET  /api/ingest/stats``        rows per metric / table for a cluster (lets a sender check what landed)
 
 Auth: ``Authorization: Bearer <token>`` (Prometheus ``authorization.credentials`` or
@@ -32,7 +33,7 @@ from ninja.security.base import AuthBase
 from investigations import tokens
 from investigations.ingest_limits import Refused, error_response as _error, read_body
 from telemetry import store
-from telemetry.ingestion import limits, service
+from telemetry.ingestion import limits, localtime, service
 from telemetry.ingestion.errors import IngestError
 from telemetry.queries import overview
 
@@ -124,11 +125,14 @@ def _ts_param(request: HttpRequest, name: str = "ts") -> int | None:
     except ValueError:
         raise IngestError(f"query parameter {name} must be ms since the epoch or ISO-8601, got {raw!r}",
                           field=name) from None
-    if dt.tzinfo is None:
-        from datetime import timezone
-
-        dt = dt.replace(tzinfo=timezone.utc)
+    if dt.tzinfo is None:  # a wall-clock time in the request's tz (UTC without one)
+        return limits.check_ts(localtime.Localizer(_tz(request)).naive_to_ms(dt), name)
     return limits.check_ts(round(dt.timestamp() * 1000), name)
+
+
+def _tz(request: HttpRequest):
+    """The ``tz`` parameter as a zone (None = UTC); IngestError for an unknown name."""
+    return localtime.zone(request.GET.get("tz"))
 
 
 def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status: int = 200):
@@ -155,7 +159,7 @@ def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status
         response = HttpResponse(status=204)
         response["X-Precursor-Rows-Written"] = str(report.total_rows)
         return response
-    return JsonResponse(report.as_dict(), status=success_status)
+    return JsonResponse({**report.as_dict(), "summary": report.summary_lines()}, status=success_status)
 
 
 class _ParseBug(Exception):
@@ -180,7 +184,8 @@ def _parsing(fn, *args, **kwargs):
 @router.post("/prometheus", auth=token_auth, summary="Ingest one Prometheus text-exposition scrape")
 def ingest_prometheus(request):
     """Query: ``cluster``, ``host`` (for series without Hostname/hostname/instance),
-    ``ts`` (scrape time, ms or ISO-8601; default: now)."""
+    ``ts`` (scrape time, ms or ISO-8601; default: now), ``tz`` (zone of an ISO ``ts``
+    without an offset; default UTC), ``skip_expired``."""
 
     def work(data: bytes):
         text = _text(data)
@@ -232,12 +237,13 @@ def ingest_remote_write(request):
 def ingest_kernel_log(request):
     """Query: ``cluster``, ``host`` (for lines without a syslog/journal host),
     ``year`` (for syslog dates, which carry none), ``boot_ts`` (boot time, ms or
-    ISO-8601, for plain dmesg seconds-since-boot)."""
+    ISO-8601, for plain dmesg seconds-since-boot), ``tz`` (IANA zone of ``dmesg -T`` /
+    syslog times, which carry none; default UTC)."""
 
     def work(data: bytes):
         text = _text(data)
         parsed = _parsing(service.parse_kernel_log, text, _cluster(request), request.GET.get("host"),
-                          _int_param(request, "year"), None, _ts_param(request, "boot_ts"))
+                          _int_param(request, "year"), None, _ts_param(request, "boot_ts"), request.GET.get("tz"))
         return service.write_kernel_events(*parsed, cluster=_cluster(request),
                                            skip_expired=_flag(request, "skip_expired"))
 
@@ -246,12 +252,13 @@ def ingest_kernel_log(request):
 
 @router.post("/sacct", auth=token_auth, summary="Ingest `sacct -P` output (jobs and job -> host allocations)")
 def ingest_sacct(request):
-    """Query: ``cluster``."""
+    """Query: ``cluster``, ``tz`` (the IANA zone sacct printed its times in; default UTC)."""
 
     def work(data: bytes):
         text = _text(data)
-        jobs, job_hosts = _parsing(service.parse_sacct, text, _cluster(request))
-        return service.write_sacct(text, _cluster(request), jobs, job_hosts)
+        notes: dict = {}
+        jobs, job_hosts = _parsing(service.parse_sacct, text, _cluster(request), None, request.GET.get("tz"), notes)
+        return service.write_sacct(text, _cluster(request), jobs, job_hosts, time_zone=notes)
 
     return _run(request, work, allow_gzip=True)
 
@@ -265,3 +272,23 @@ def ingest_stats(request):
     except Exception as exc:  # unreachable, timed out or a failed query: transient for the sender, like the POSTs
         log.warning("ingest stats: telemetry store failed", exc_info=True)
         return _error(503, f"telemetry store unavailable: {store.public_message(exc)}", headers={"Retry-After": "10"})
+
+
+@router.post("/bulk", auth=token_auth, summary="Ingest a CSV / JSON Lines / Parquet file in the documented schema")
+def ingest_bulk(request):
+    """A backfill file, as ``manage.py ingest --format csv|jsonl|parquet`` takes it. Query:
+    ``format`` (csv, jsonl, parquet; required), ``table`` (default samples), ``cluster`` (fills
+    rows without one), ``tz`` (IANA zone of times without an offset; default UTC),
+    ``skip_expired`` (leave out rows older than the retention instead of refusing the file).
+    gzip allowed."""
+
+    def work(data: bytes):
+        fmt = request.GET.get("format", "")
+        if not fmt:
+            raise IngestError("query parameter format is required (csv, jsonl or parquet)", field="format")
+        table = request.GET.get("table") or "samples"
+        parsed = _parsing(service.parse_bulk, data, fmt, table, cluster=_cluster(request), tz=request.GET.get("tz"))
+        return service.write_bulk(parsed, fmt, table, cluster=_cluster(request),
+                                  skip_expired=_flag(request, "skip_expired"))
+
+    return _run(request, work, allow_gzip=True)

@@ -13,6 +13,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from telemetry import schema, store
@@ -53,6 +54,31 @@ def conform(table_name: str, table: pa.Table) -> pa.Table:
         return table.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise SchemaMismatch(f"{table_name}: {exc}") from None
+
+
+# ClickHouse refuses an insert block that touches more than max_partitions_per_insert_block
+# (100) partitions, and samples are partitioned by day: a backfill of a year would fail with
+# TOO_MANY_PARTS. Batches spanning more days go in as several inserts of at most this many
+# days each (events, by month, then touch at most 4 partitions per insert).
+DAYS_PER_INSERT = 90
+_DAY_MS = 86_400_000
+
+
+def split_by_days(table: pa.Table, days: int = DAYS_PER_INSERT) -> list[pa.Table]:
+    """``table`` as pieces each within ``days`` distinct UTC days (in day order), or ``[table]``
+    when it already is. Deterministic, so a retried batch splits the same way."""
+    if "ts" not in table.column_names or table.num_rows == 0:
+        return [table]
+    day = table.column("ts").cast(pa.int64()).to_numpy() // _DAY_MS
+    if int(day.max()) - int(day.min()) < days:
+        return [table]
+    order = np.argsort(day, kind="stable")  # rows of a day keep their order
+    ordered = table.take(pa.array(order))
+    sorted_days = day[order]
+    unique_days = np.unique(sorted_days)
+    cuts = np.searchsorted(sorted_days, unique_days[::days][1:]).tolist()
+    starts, ends = [0, *cuts], [*cuts, table.num_rows]
+    return [ordered.slice(a, b - a) for a, b in zip(starts, ends)]
 
 
 def content_token(table: pa.Table) -> str:
@@ -115,6 +141,11 @@ def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: st
     if table.num_rows == 0:
         return WriteResult(table_name, 0, "")
     token = token or content_token(table)
+    pieces = split_by_days(table)
+    if len(pieces) > 1:  # a backfill: one insert per span of days, each with its own token
+        for k, piece in enumerate(pieces):
+            write(table_name, piece, token=f"{token}:d{k}/{len(pieces)}", tag=tag, async_insert=async_insert)
+        return WriteResult(table_name, table.num_rows, token)
     n = table.num_rows
     if n < PARALLEL_MIN_ROWS or async_insert:
         _insert(table_name, table, token, tag, async_insert)

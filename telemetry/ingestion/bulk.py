@@ -18,10 +18,12 @@ Columns:
 - Identity columns (``host``, ``metric``, ``job_id``, ...) must not be empty.
 
 Times (``ts``, ``*_ts``, ``updated``) are ISO-8601 text (``2025-01-21T04:41:44Z``,
-``2025-01-21 04:41:44.283+02:00``; without a zone they are UTC) or numbers
+``2025-01-21 04:41:44.283+02:00``; without a zone they are UTC unless ``tz`` names their zone) or numbers
 since the Unix epoch, whose unit is read from the magnitude: below 1e11
 seconds, below 1e14 milliseconds, below 1e17 microseconds, else nanoseconds.
-Parquet timestamp columns are taken as they are (naive = UTC).
+Parquet timestamp columns are taken as they are (naive = UTC). With ``local`` (the
+``tz`` option) times without a zone are that zone's wall clock instead; see
+``telemetry.ingestion.localtime``.
 
 Samples whose ``value`` is NaN (or empty in CSV) are "no data": they are dropped
 and counted, never stored.
@@ -43,6 +45,7 @@ import pyarrow.parquet as pq
 
 from telemetry import schema
 from telemetry.ingestion.errors import IngestError
+from telemetry.ingestion.localtime import Localizer
 
 FORMATS = ("csv", "jsonl", "parquet")
 
@@ -85,7 +88,10 @@ class BulkResult(NamedTuple):
     dropped_blank: int
 
 
-def read_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str) -> BulkResult:
+def read_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str,
+              local: Localizer | None = None) -> BulkResult:
+    """``local`` reads times without a zone as its zone's wall clock (and notes the
+    ambiguous and missing ones); without it they are UTC."""
     if fmt not in FORMATS:
         raise IngestError(f"unknown bulk format {fmt!r}; choose one of {', '.join(FORMATS)}", field="format")
     if table not in schema.TABLES:
@@ -101,7 +107,7 @@ def read_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str) ->
     lines = raw.line_numbers if first_line is None else None
     header_line = 1 if fmt == "csv" else None
     return _conform(raw.table, table, cluster, lambda i: lines[i] if lines is not None else i + first_line,
-                    header_line)
+                    header_line, local)
 
 
 class _Raw(NamedTuple):
@@ -217,7 +223,8 @@ def _read_parquet(data: bytes) -> _Raw:
 # --- conversion to the table schema -------------------------------------------------------
 
 
-def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line: int | None) -> BulkResult:
+def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line: int | None,
+             local: Localizer | None = None) -> BulkResult:
     target = schema.TABLES[table_name]
     extra = [c for c in raw.column_names if target.get_field_index(c) < 0]
     if extra:
@@ -231,7 +238,7 @@ def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line:
     for field in target:
         if field.name in raw.column_names:
             col = raw.column(field.name).combine_chunks() if n else pa.array([], type=raw.schema.field(field.name).type)
-            out.append(_convert(col, field, table_name, cluster, line_of))
+            out.append(_convert(col, field, table_name, cluster, line_of, local))
         elif field.name in _OPTIONAL_DEFAULTS:
             out.append(_default_column(field, n, cluster))
         else:
@@ -256,7 +263,8 @@ def _default_column(field: pa.Field, n: int, cluster: str) -> pa.Array:
     return pa.array([value] * n, type=field.type)
 
 
-def _convert(col: pa.Array, field: pa.Field, table_name: str, cluster: str, line_of) -> pa.Array:
+def _convert(col: pa.Array, field: pa.Field, table_name: str, cluster: str, line_of,
+             local: Localizer | None = None) -> pa.Array:
     name, typ = field.name, field.type
     default = _OPTIONAL_DEFAULTS.get(name)
     if default is not None and not pa.types.is_map(typ) and col.null_count:
@@ -281,7 +289,7 @@ def _convert(col: pa.Array, field: pa.Field, table_name: str, cluster: str, line
                 raise IngestError("must not be empty", line=line_of(i), field=name)
         return col
     if pa.types.is_timestamp(typ):
-        return _to_timestamp(col, name, line_of, nullable=name in _NULLABLE_TIMES)
+        return _to_timestamp(col, name, line_of, nullable=name in _NULLABLE_TIMES, local=local)
     if pa.types.is_floating(typ):
         return _to_number(col, typ, name, line_of, allow_nan=True)
     if pa.types.is_integer(typ):
@@ -329,25 +337,26 @@ _MIN_MS, _MAX_MS = -2_208_988_800_000, 10_413_792_000_000  # DateTime64(3) range
 _UNIT_LIMITS = ((1e11, 1000.0), (1e14, 1.0), (1e17, 1e-3), (math.inf, 1e-6))  # value -> ms multiplier
 
 
-def _to_timestamp(col: pa.Array, name: str, line_of, *, nullable: bool) -> pa.Array:
+def _to_timestamp(col: pa.Array, name: str, line_of, *, nullable: bool, local: Localizer | None = None) -> pa.Array:
     target = schema.TS
     if pa.types.is_timestamp(col.type):
         if col.type.tz is None:
-            col = pc.assume_timezone(col, "UTC")
+            col = _assume_local(col, local, line_of)
         out = pc.cast(col, target, safe=False)
     elif pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
         out = _epoch_to_ts(np.asarray(col.cast(pa.float64()).fill_null(np.nan)), name, line_of, nullable)
     elif pa.types.is_string(col.type):
         col = pc.if_else(pc.equal(col, ""), None, col)
         out = None
-        for attempt in (lambda c: pc.cast(c, target), lambda c: pc.assume_timezone(pc.cast(c, pa.timestamp("ms")), "UTC")):
+        for attempt in (lambda c: pc.cast(c, target),
+                        lambda c: _assume_local(pc.cast(c, pa.timestamp("ms")), local, line_of)):
             try:
                 out = attempt(col)
                 break
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 continue
         if out is None:
-            out = _parse_times_slow(col.to_pylist(), name, line_of)
+            out = _parse_times_slow(col.to_pylist(), name, line_of, local)
     else:
         raise IngestError(f"a time column cannot have type {col.type}", field=name)
     if out.null_count and not nullable:
@@ -360,6 +369,27 @@ def _to_timestamp(col: pa.Array, name: str, line_of, *, nullable: bool) -> pa.Ar
         i = pc.index(bad, True).as_py()
         raise IngestError("time out of range (1900-01-01 .. 2299-12-31)", line=line_of(i), field=name)
     return out
+
+
+def _assume_local(naive: pa.Array, local: Localizer | None, line_of) -> pa.Array:
+    """Naive timestamps as wall-clock times of ``local``'s zone (UTC without one). Vectorised;
+    the few rows a DST change makes ambiguous or missing go through ``local`` one by one, so
+    the report names them."""
+    if local is None or local.tz is None:
+        return pc.assume_timezone(naive, "UTC")
+    naive = naive.cast(pa.timestamp("ms"))
+    early = pc.assume_timezone(naive, local.tz.key, ambiguous="earliest", nonexistent="earliest")
+    late = pc.assume_timezone(naive, local.tz.key, ambiguous="latest", nonexistent="latest")
+    local.localised += len(naive) - naive.null_count
+    differ = pc.fill_null(pc.not_equal(early.cast(pa.int64()), late.cast(pa.int64())), False)
+    if not pc.any(differ).as_py():
+        return early
+    ms = early.cast(pa.int64()).to_numpy(zero_copy_only=False).copy()
+    wall = naive.cast(pa.int64())
+    for i in np.flatnonzero(differ.to_numpy(zero_copy_only=False)):
+        local.localised -= 1  # counted again by wall_ms_to_ms
+        ms[i] = local.wall_ms_to_ms(wall[i].as_py(), line_of(int(i)))
+    return pa.array(ms, type=pa.int64(), mask=pc.is_null(naive).to_numpy(zero_copy_only=False)).cast(schema.TS)
 
 
 def _epoch_to_ts(values: np.ndarray, name: str, line_of, nullable: bool) -> pa.Array:
@@ -381,7 +411,7 @@ def _epoch_to_ts(values: np.ndarray, name: str, line_of, nullable: bool) -> pa.A
     return arr.cast(schema.TS)
 
 
-def _parse_times_slow(values: list, name: str, line_of) -> pa.Array:
+def _parse_times_slow(values: list, name: str, line_of, local: Localizer | None = None) -> pa.Array:
     out: list[int | None] = []
     for i, v in enumerate(values):
         if v is None:
@@ -403,9 +433,12 @@ def _parse_times_slow(values: list, name: str, line_of) -> pa.Array:
             raise IngestError(
                 f"not a time (ISO-8601 like 2025-01-21T04:41:44Z, or seconds/ms since the epoch): {v!r}",
                 line=line_of(i), field=name) from None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
         try:
+            if dt.tzinfo is None and local is not None:
+                out.append(local.naive_to_ms(dt, line_of(i)))
+                continue
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=timezone.utc)
             out.append(round(dt.timestamp() * 1000))
         except (OverflowError, ValueError):
             raise IngestError(f"time out of range: {v!r}", line=line_of(i), field=name) from None

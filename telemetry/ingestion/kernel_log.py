@@ -224,3 +224,21 @@ def _syslog_ms(m: re.Match, year: int | None, now_ts_ms: int | None) -> int:
     if ts > now_ms + 86_400_000:  # a day of slack for clock skew between hosts
         ts = _utc_ms(datetime(now_year - 1, month, day, hh, mm, ss, micro))
     return ts
+
+
+def wall_clock_prefix(line: str) -> bool:
+    """True when the line's time is a wall clock without a zone (``dmesg -T``, syslog, ISO
+    without an offset): the times ``tz`` re-reads in a named zone. Epoch-anchored (boot +
+    uptime) and zoned times are not."""
+    idx = line.find(_MARK)
+    if idx < 0:
+        idx = line.find(_LINK_MARK)
+    prefix = _LEVEL.sub("", line[: idx if idx >= 0 else len(line)].strip())
+    for kind, rx in _PREFIXES:
+        m = rx.fullmatch(prefix)
+        if m is None:
+            continue
+        if kind == "iso":
+            return not re.search(r"(?:Z|[+-]\d{2}:?\d{2})$", m.group("iso"))
+        return kind in ("ctime", "syslog")
+    return False

@@ -13,8 +13,12 @@ Per series (name + labels), once:
   PCI devices -> ``0000:01:00.0``; ``device`` + ``port`` (InfiniBand) ->
   ``mlx5_0/1``; ``device`` alone (disks, interfaces, ethtool) as is; EDAC
   ``controller``/``csrow``/``channel`` -> ``mc0/csrow1/ch0``; ``cpu`` -> ``cpu3``;
+  ``interface``/``hca``/``disk`` as is, ``nic``/``psu``/``fan``/``nvme`` numbers
+  -> ``psu0``; a ``component`` label wins over all of these (it is taken as is);
   otherwise '' (host level). Other labels are not stored: series that differ
-  only in them (e.g. node_cpu_seconds_total's ``mode``) share a row key.
+  only in them (e.g. node_cpu_seconds_total's ``mode``) share a row key, and the
+  ingest report names those labels and counts the merged series
+  (``telemetry.ingestion.service``).
 - **metric**: ``catalog.resolve(name)`` -> canonical name, value multiplied by
   the metric's scale for that source name. Names the catalog does not know are
   kept under their own name and reported in ``unknown_metrics``.
@@ -626,6 +630,9 @@ def _strip_port(instance: str | None) -> str | None:
 def component_of(labels: Mapping[str, str]) -> str:
     """Component string for one series' labels ('' = host level)."""
     get = labels.get
+    named = get("component")  # a sender that names its components says exactly which
+    if named:
+        return named
     gpu = get("gpu")
     if gpu:
         comp = f"gpu{gpu}"
@@ -660,6 +667,19 @@ def component_of(labels: Mapping[str, str]) -> str:
     cpu = get("cpu")
     if cpu:
         return f"cpu{cpu}" + (f"/core{get('cpucore')}" if get("cpucore") else "")
+    return _other_device(labels)
+
+
+# Further device labels of common exporters: label -> prefix for a bare number.
+_DEVICE_LABELS = (("interface", ""), ("nic", "nic"), ("hca", ""), ("disk", ""), ("psu", "psu"), ("fan", "fan"),
+                  ("nvme", "nvme"))
+
+
+def _other_device(labels: Mapping[str, str]) -> str:
+    for label, prefix in _DEVICE_LABELS:
+        value = labels.get(label)
+        if value:
+            return f"{prefix}{value}" if value.isdigit() else value
     return ""
 
 

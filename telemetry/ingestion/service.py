@@ -25,16 +25,19 @@ byte-identical and must both be stored.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from telemetry import names, retention, schema, store, writer, xid
-from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, normalize, sacct
+from telemetry import catalog, names, retention, schema, store, writer, xid
+from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, localtime, normalize, prometheus_text, sacct
 from telemetry.ingestion.errors import IngestError
 
 
@@ -48,6 +51,12 @@ class IngestReport:
     unknown_metrics: list[str] = field(default_factory=list)  # stored under their own name
     unmapped_pci: list[str] = field(default_factory=list)  # kernel-log: PCI ids not in the inventory
     expired: int = 0  # rows older than the tables' retention left out on request (skip_expired); else refused
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> lines not read (sums to skipped_lines)
+    receive_time: dict = field(default_factory=dict)  # lines stamped with the receive time: count, lines
+    time_zone: dict = field(default_factory=dict)  # tz used for naive times, ambiguous / missing ones named
+    aliases: dict[str, str] = field(default_factory=dict)  # source name -> catalog name it was stored under
+    labels_not_stored: dict[str, int] = field(default_factory=dict)  # label -> series that carried it
+    merged_series: int = 0  # series that share a stored row key with another (they differ only in such labels)
 
     @property
     def total_rows(self) -> int:
@@ -60,10 +69,55 @@ class IngestReport:
             "rows": dict(self.rows),
             "dropped_blank": self.dropped_blank,
             "skipped_lines": self.skipped_lines,
+            "skipped": dict(self.skipped),
+            "receive_time": dict(self.receive_time),
+            "time_zone": dict(self.time_zone),
             "unknown_metrics": list(self.unknown_metrics),
+            "aliases": dict(self.aliases),
+            "labels_not_stored": dict(self.labels_not_stored),
+            "merged_series": self.merged_series,
             "unmapped_pci": list(self.unmapped_pci),
             "expired": self.expired,
         }
+
+    def summary_lines(self) -> list[str]:
+        """The report as sentences: what the CLI prints and the HTTP answer carries as ``summary``."""
+        out = [f"stored {', '.join(f'{n} {t}' for t, n in self.rows.items()) or 'no rows'} "
+               f"({self.format}, cluster {self.cluster})"]
+        if self.expired:
+            out.append(f"{self.expired} rows older than the tables' retention left out (skip_expired)")
+        if self.dropped_blank:
+            out.append(f"{self.dropped_blank} no-data samples (NaN, stale markers, DCGM blanks) not stored")
+        for reason, n in self.skipped.items():
+            out.append(f"{n} lines skipped: {reason}")
+        if self.receive_time.get("count"):
+            out.append(f"{self.receive_time['count']} lines had no date and got the receive time "
+                       f"(attributes time_source=received): lines {_shown(self.receive_time['lines'])}")
+        tz = self.time_zone
+        if tz.get("localised"):
+            out.append(f"{tz['localised']} times without a zone read as {tz['tz']}")
+        for key, what in (("ambiguous", "ambiguous local times"), ("missing", "local times that do not exist")):
+            if key in tz:
+                out.append(f"{tz[key]['count']} {what}, {tz[key]['rule']}: {'; '.join(tz[key]['examples'])}")
+        if self.aliases:
+            out.append("names mapped by the catalog: "
+                       + ", ".join(f"{a} -> {c}" for a, c in sorted(self.aliases.items())))
+        if self.unknown_metrics:
+            out.append(f"{len(self.unknown_metrics)} names not in the catalog, stored under their own name "
+                       f"(map them on the catalog page): {_shown(self.unknown_metrics)}")
+        if self.labels_not_stored:
+            out.append("labels not stored (series that differ only in them share one row key): "
+                       + ", ".join(f"{k} ({n} series)" for k, n in sorted(self.labels_not_stored.items())))
+        if self.merged_series:
+            out.append(f"{self.merged_series} series merged into another's row key by those labels")
+        if self.unmapped_pci:
+            out.append(f"PCI ids not in the inventory (component left empty): {_shown(self.unmapped_pci)}")
+        return out
+
+
+def _shown(items, n: int = 10) -> str:
+    items = list(items)
+    return ", ".join(map(str, items[:n])) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 def _now_ms() -> int:
@@ -123,7 +177,69 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag: str, *,
+class ParsedSamples(NamedTuple):
+    """A normalised scrape / push, with the labels that did not make it into the row key."""
+    table: pa.Table
+    dropped_blank: int
+    unknown_metrics: set[str]
+    labels_not_stored: dict[str, int]  # label -> series carrying it, among series merged by it
+    merged_series: int
+    inventory: tuple = ()  # identity labels of new label sets (telemetry.ingestion.inventory)
+
+
+_KEY = ["cluster", "host", "component", "metric", "ts"]
+
+
+def merged_rows(table: pa.Table) -> int:
+    """Rows whose (cluster, host, component, metric, ts) another row of the batch has too:
+    series the row key cannot tell apart (they differ only in labels that are not stored)."""
+    n = table.num_rows
+    if n < 2:
+        return 0
+    key = np.zeros(n, dtype=np.int64)
+    for name in _KEY[:-1]:
+        codes = pc.dictionary_encode(table.column(name)).combine_chunks()
+        width = max(len(codes.dictionary), 1)
+        key = key * width + codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    ts = table.column("ts").cast(pa.int64()).to_numpy()
+    order = np.lexsort((ts, key))
+    key, ts = key[order], ts[order]
+    return int(np.count_nonzero((key[1:] == key[:-1]) & (ts[1:] == ts[:-1])))
+
+
+def _labels_in_merges(label_sets, cluster: str, default_host: str | None) -> dict[str, int]:
+    """For series that share a row key: which labels tell them apart (label -> series)."""
+    groups: dict[tuple, list[dict]] = {}
+    for name, labels in label_sets:
+        labels = dict(labels)
+        host = (labels.get("Hostname") or labels.get("hostname") or normalize._strip_port(labels.get("instance"))
+                or default_host)
+        metric = catalog.resolve(name)
+        key = (labels.get("cluster") or cluster, host, normalize.component_of(labels),
+               metric.name if metric is not None else name)
+        groups.setdefault(key, [])
+        if labels not in groups[key]:
+            groups[key].append(labels)
+    out: dict[str, int] = {}
+    for sets in groups.values():
+        if len(sets) < 2:
+            continue
+        names = set().union(*sets)
+        for label in sorted(names):
+            if len({s.get(label) for s in sets}) > 1:
+                out[label] = out.get(label, 0) + len(sets)
+    return out
+
+
+def _with_merges(result: normalize.NormalizeResult, label_sets, cluster: str,
+                 default_host: str | None = None) -> ParsedSamples:
+    merged = merged_rows(result.table)
+    labels = _labels_in_merges(label_sets(), cluster, default_host) if merged else {}
+    return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics, labels, merged,
+                         tuple(getattr(result, "inventory", ())))
+
+
+def write_samples(result: normalize.NormalizeResult | ParsedSamples, fmt: str, cluster: str, tag: str, *,
                   skip_expired: bool = False) -> IngestReport:
     """Write a parsed and normalised batch (the second half of ``ingest_prometheus_text``/``ingest_remote_write``)."""
     table = writer.conform("samples", result.table)  # validate before anything is sent
@@ -141,21 +257,26 @@ def write_samples(result: normalize.NormalizeResult, fmt: str, cluster: str, tag
     return IngestReport(
         format=fmt, cluster=cluster, rows=rows, dropped_blank=result.dropped_blank,
         unknown_metrics=sorted(result.unknown_metrics), expired=expired,
+        labels_not_stored=dict(getattr(result, "labels_not_stored", {})),
+        merged_series=getattr(result, "merged_series", 0),
     )
 
 
 def parse_prometheus_text(
     text: str, cluster: str, default_host: str | None = None, default_ts_ms: int | None = None
-) -> normalize.NormalizeResult:
+) -> ParsedSamples:
     cluster = _check_cluster(cluster)
     if default_ts_ms is not None:
         limits.check_ts(default_ts_ms, "ts")
+    ts = default_ts_ms if default_ts_ms is not None else _now_ms()
     with inventory.collecting() as found:
         result = normalize.prometheus_text_to_table(
-            text, cluster=cluster, default_host=default_host or None,
-            default_ts_ms=default_ts_ms if default_ts_ms is not None else _now_ms(),
+            text, cluster=cluster, default_host=default_host or None, default_ts_ms=ts,
         )
-    return _readings(result._replace(inventory=tuple(found)))
+    return _with_merges(
+        _readings(result._replace(inventory=tuple(found))),
+        lambda: ((s.name, s.labels) for s in prometheus_text.parse_exposition(text, default_ts_ms=ts)),
+        cluster, default_host or None)
 
 
 def _readings(result: normalize.NormalizeResult) -> normalize.NormalizeResult:
@@ -174,11 +295,14 @@ def ingest_prometheus_text(
     return write_samples(result, "prometheus", cluster.strip(), "ingest:prometheus")
 
 
-def parse_remote_write(body: bytes, cluster: str) -> normalize.NormalizeResult:
+def parse_remote_write(body: bytes, cluster: str) -> ParsedSamples:
     cluster = _check_cluster(cluster)
+    # Not checked for merged series here: this is the hot path (the check costs ~0.3 us a row),
+    # and Prometheus' relabelling decides the labels a push carries.
     with inventory.collecting() as found:
         result = normalize.decode_to_table(body, cluster=cluster)
-    return _readings(result._replace(inventory=tuple(found)))
+    result = _readings(result._replace(inventory=tuple(found)))
+    return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics, {}, 0, result.inventory)
 
 
 def ingest_remote_write(body: bytes, cluster: str) -> IngestReport:
@@ -214,12 +338,55 @@ def _pci_map(cluster: str, hosts: list[str]) -> dict[tuple[str, str], str]:
     return out
 
 
+class KernelParsed(NamedTuple):
+    """A parsed kernel log with what the report says about it."""
+    xids: list
+    skipped: int
+    links: tuple
+    skipped_by_reason: dict[str, int]
+    received_lines: list[int]
+    time_zone: dict
+
+
+_SKIP_REASONS = (
+    ("link up/down lines not understood (NVRM Xid and mlx5_core link lines are read)",
+     re.compile(r"\blink\b.*\b(down|up)\b", re.I)),
+    ("NVSwitch SXid lines (only NVRM Xid lines are read)", re.compile(r"\bSXid\b")),
+    ("other NVRM driver messages", re.compile(r"NVRM:")),
+)
+
+
+def _skipped_by_reason(text: str, read_lines: set[int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or lineno in read_lines:
+            continue
+        reason = next((r for r, rx in _SKIP_REASONS if rx.search(line)), "other lines (not NVRM Xid)")
+        out[reason] = out.get(reason, 0) + 1
+    return out
+
+
 def parse_kernel_log(
     text: str, cluster: str, host: str | None = None, year: int | None = None,
-    now_ts_ms: int | None = None, boot_ts_ms: int | None = None,
-) -> tuple[pa.Table, kernel_log.KernelLogResult, list[str]]:
+    now_ts_ms: int | None = None, boot_ts_ms: int | None = None, tz: str | None = None,
+) -> tuple[pa.Table, KernelParsed, list[str]]:
+    """``tz`` names the zone of wall-clock times without one (``dmesg -T``, syslog)."""
     cluster = _check_cluster(cluster)
+    local = localtime.Localizer(localtime.zone(tz))
     parsed = kernel_log.parse_kernel_log(text, host=host or None, year=year, now_ts_ms=now_ts_ms, boot_ts_ms=boot_ts_ms)
+    if local.tz is not None and (parsed.xids or parsed.links):
+        lines = text.split("\n")
+
+        def localised(items):
+            return [x._replace(ts_ms=local.wall_ms_to_ms(x.ts_ms, x.line))
+                    if x.ts_ms is not None and kernel_log.wall_clock_prefix(lines[x.line - 1]) else x
+                    for x in items]
+
+        parsed = parsed._replace(xids=localised(parsed.xids), links=tuple(localised(parsed.links)))
+    read = {x.line for x in (*parsed.xids, *parsed.links)}
+    parsed = KernelParsed(parsed.xids, parsed.skipped, parsed.links,
+                          _skipped_by_reason(text, read) if parsed.skipped else {},
+                          sorted(x.line for x in (*parsed.xids, *parsed.links) if x.ts_ms is None), local.notes())
     received_ms = now_ts_ms if now_ts_ms is not None else _now_ms()
     for x in (*parsed.xids, *parsed.links):
         if not x.host:
@@ -288,7 +455,7 @@ def parse_kernel_log(
 
 def ingest_kernel_log(
     text: str, cluster: str, host: str | None = None, year: int | None = None,
-    now_ts_ms: int | None = None, boot_ts_ms: int | None = None,
+    now_ts_ms: int | None = None, boot_ts_ms: int | None = None, tz: str | None = None,
 ) -> IngestReport:
     """dmesg / journal / syslog text -> one ``events`` row (kind xid) per ``NVRM: Xid`` line, and one
     (kind link_down / link_up / port_module) per mlx5 link or port-module line.
@@ -296,62 +463,130 @@ def ingest_kernel_log(
     Lines without a wall-clock time (plain ``dmesg``, bare lines) get ``boot_ts_ms`` +
     uptime when the boot time is given, else the receive time, marked
     ``attributes['time_source'] = 'received'``."""
-    return write_kernel_events(*parse_kernel_log(text, cluster, host, year, now_ts_ms, boot_ts_ms), cluster=cluster)
+    return write_kernel_events(*parse_kernel_log(text, cluster, host, year, now_ts_ms, boot_ts_ms, tz), cluster=cluster)
 
 
-def write_kernel_events(table: pa.Table, parsed: kernel_log.KernelLogResult, unmapped: list[str], *,
+def write_kernel_events(table: pa.Table, parsed: KernelParsed, unmapped: list[str], *,
                         cluster: str, skip_expired: bool = False) -> IngestReport:
     table, expired = _retained(table, "events", skip_expired)  # before anything is written
     written = writer.write("events", table, tag="ingest:kernel-log")
+    received = parsed.received_lines
     return IngestReport(format="kernel-log", cluster=cluster.strip(), rows={"events": written.rows},
-                        skipped_lines=parsed.skipped, unmapped_pci=unmapped, expired=expired)
+                        skipped_lines=parsed.skipped, unmapped_pci=unmapped, expired=expired,
+                        skipped=parsed.skipped_by_reason, time_zone=parsed.time_zone,
+                        receive_time={"count": len(received), "lines": received[:50]} if received else {})
 
 
 # --- sacct -------------------------------------------------------------------------------
 
 
-def parse_sacct(text: str, cluster: str, observed_ts_ms: int | None = None) -> tuple[pa.Table, pa.Table]:
+def parse_sacct(text: str, cluster: str, observed_ts_ms: int | None = None, tz: str | None = None,
+                notes: dict | None = None) -> tuple[pa.Table, pa.Table]:
+    """``tz`` names the zone sacct printed its (zone-less) times in; ``notes`` (a dict) receives
+    the report's ``time_zone`` part."""
     cluster = _check_cluster(cluster)
+    local = localtime.Localizer(localtime.zone(tz))
     rows = sacct.parse_sacct(text)
+    if local.tz is not None:
+        rows = [r._replace(submit_ms=local.wall_ms_to_ms(r.submit_ms, r.line),
+                           start_ms=local.wall_ms_to_ms(r.start_ms, r.line),
+                           end_ms=local.wall_ms_to_ms(r.end_ms, r.line)) for r in rows]
+    if notes is not None:
+        notes.update(local.notes())
     jobs, job_hosts = sacct.to_tables(rows, cluster, observed_ts_ms if observed_ts_ms is not None else _now_ms())
     limits.check_table("jobs", jobs, line_of=lambda i: rows[i].line)
     limits.check_table("job_hosts", job_hosts)
     return writer.conform("jobs", jobs), writer.conform("job_hosts", job_hosts)
 
 
-def ingest_sacct(text: str, cluster: str, observed_ts_ms: int | None = None) -> IngestReport:
+def ingest_sacct(text: str, cluster: str, observed_ts_ms: int | None = None, tz: str | None = None) -> IngestReport:
     """``sacct -P`` output (header first) -> jobs and job -> host allocations."""
-    jobs, job_hosts = parse_sacct(text, cluster, observed_ts_ms)
-    return write_sacct(text, cluster, jobs, job_hosts)
+    notes: dict = {}
+    jobs, job_hosts = parse_sacct(text, cluster, observed_ts_ms, tz, notes)
+    return write_sacct(text, cluster, jobs, job_hosts, time_zone=notes)
 
 
-def write_sacct(text: str, cluster: str, jobs: pa.Table, job_hosts: pa.Table) -> IngestReport:
+def write_sacct(text: str, cluster: str, jobs: pa.Table, job_hosts: pa.Table, *,
+                time_zone: dict | None = None) -> IngestReport:
     # The version column holds the observation time, so the content differs on a retry:
     # the tokens come from the input instead, which makes a retry (even after only
     # `jobs` landed) idempotent.
-    token = _batch_token("sacct", cluster.strip(), text)
+    token = _batch_token("sacct", cluster.strip(), text, (time_zone or {}).get("tz", "UTC"))
     written_jobs = writer.write("jobs", jobs, token=token, tag="ingest:sacct")
     written_hosts = writer.write("job_hosts", job_hosts, token=token, tag="ingest:sacct")
     return IngestReport(format="sacct", cluster=cluster.strip(),
-                        rows={"jobs": written_jobs.rows, "job_hosts": written_hosts.rows})
+                        rows={"jobs": written_jobs.rows, "job_hosts": written_hosts.rows},
+                        time_zone=time_zone or {})
 
 
 # --- bulk --------------------------------------------------------------------------------
 
 
-def ingest_bulk(path_or_bytes: str | Path | bytes, fmt: str, table: str = "samples", *,
-                cluster: str, skip_expired: bool = False) -> IngestReport:
-    """A CSV / JSON Lines / Parquet file in the documented schema (see ``telemetry.ingestion.bulk``);
-    ``cluster`` fills rows whose cluster column is absent or empty."""
+class BulkParsed(NamedTuple):
+    table: pa.Table  # conformed to the target table's schema
+    dropped_blank: int
+    time_zone: dict
+    aliases: dict[str, str]  # source name -> catalog name (samples)
+    unknown_metrics: list[str]
+
+
+def parse_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str, tz: str | None = None) -> BulkParsed:
+    """Read and validate a bulk file: times without a zone in ``tz`` (UTC without it); for
+    samples, metric names the catalog knows as aliases are stored under the catalog name,
+    scaled as the Prometheus path scales them (``DCGM_FI_DEV_GPU_UTIL`` -> ``gpu.util``)."""
     cluster = _check_cluster(cluster)
-    data = path_or_bytes if isinstance(path_or_bytes, bytes) else Path(path_or_bytes).read_bytes()
-    result = bulk.read_bulk(data, fmt, table, cluster=cluster)
-    rows, dropped = limits.drop_no_data(result.table) if table == "samples" else (result.table, 0)
-    limits.check_table(table, rows)
-    conformed = writer.conform(table, rows)
-    expired = 0
+    local = localtime.Localizer(localtime.zone(tz))
+    result = bulk.read_bulk(data, fmt, table, cluster=cluster, local=local)
+    out, aliases, unknown = result.table, {}, []
+    if table == "samples" and out.num_rows:
+        out, aliases, unknown = _resolve_metric_names(out)
+    # the one rule for readings (limits): non-finite values are no data; times and names checked
+    out, dropped = limits.drop_no_data(out) if table == "samples" else (out, 0)
+    limits.check_table(table, out)
+    return BulkParsed(writer.conform(table, out), result.dropped_blank + dropped, local.notes(), aliases, unknown)
+
+
+def _resolve_metric_names(table: pa.Table) -> tuple[pa.Table, dict[str, str], list[str]]:
+    names = pc.unique(table.column("metric")).to_pylist()
+    canonical, scales, aliases, unknown = [], [], {}, []
+    for name in names:
+        metric = catalog.resolve(name)
+        if metric is None:
+            canonical.append(name)
+            scales.append(1.0)
+            unknown.append(name)
+            continue
+        canonical.append(metric.name)
+        scales.append(float(metric.scale_for(name)))
+        if metric.name != name:
+            aliases[name] = metric.name
+    if not aliases:
+        return table, {}, sorted(unknown)
+    idx = pc.index_in(table.column("metric"), value_set=pa.array(names, pa.string()))
+    metric = pa.array(canonical, pa.string()).take(idx)
+    value = table.column("value")
+    if any(x != 1.0 for x in scales):
+        value = pc.multiply(value, pa.array(scales, pa.float64()).take(idx))
+    table = table.set_column(table.schema.get_field_index("metric"), "metric", metric)
+    table = table.set_column(table.schema.get_field_index("value"), "value", value)
+    return table, aliases, sorted(unknown)
+
+
+def write_bulk(parsed: BulkParsed, fmt: str, table: str = "samples", *, cluster: str,
+               skip_expired: bool = False) -> IngestReport:
+    conformed, expired = parsed.table, 0
     if table in ("samples", "events"):
         conformed, expired = _retained(conformed, table, skip_expired)
     written = writer.write(table, conformed, tag=f"ingest:{fmt}")
-    return IngestReport(format=fmt, cluster=cluster, rows={table: written.rows}, dropped_blank=result.dropped_blank + dropped,
-                        expired=expired)
+    return IngestReport(format=fmt, cluster=cluster.strip(), rows={table: written.rows},
+                        dropped_blank=parsed.dropped_blank, expired=expired, time_zone=parsed.time_zone,
+                        aliases=parsed.aliases, unknown_metrics=parsed.unknown_metrics)
+
+
+def ingest_bulk(path_or_bytes: str | Path | bytes, fmt: str, table: str = "samples", *,
+                cluster: str, skip_expired: bool = False, tz: str | None = None) -> IngestReport:
+    """A CSV / JSON Lines / Parquet file in the documented schema (see ``telemetry.ingestion.bulk``);
+    ``cluster`` fills rows whose cluster column is absent or empty."""
+    data = path_or_bytes if isinstance(path_or_bytes, bytes) else Path(path_or_bytes).read_bytes()
+    parsed = parse_bulk(data, fmt, table, cluster=cluster, tz=tz)
+    return write_bulk(parsed, fmt, table, cluster=cluster, skip_expired=skip_expired)

@@ -92,3 +92,20 @@ def test_a_large_batch_is_inserted_in_parallel_slices_and_a_retry_is_still_store
     assert count() == n
     assert count("SELECT sum(count) FROM samples_1m") == n
     assert count("SELECT sum(value) FROM samples") == sum(float(i % 97) for i in range(n))
+
+
+def test_batches_spanning_more_days_than_one_insert_may_touch_are_split_by_day():
+    import numpy as np
+    import pyarrow as pa
+
+    from telemetry import writer as w
+
+    day = 86_400_000
+    stamps = np.array([5 * day + 3, 0, 250 * day, 91 * day, 90 * day - 1, 89 * day, 180 * day], dtype=np.int64)
+    table = pa.table({"ts": pa.array(stamps).cast(pa.timestamp("ms", tz="UTC")), "value": pa.array(np.arange(7.0))})
+    pieces = w.split_by_days(table, days=2)
+    spans = [sorted({int(t) // day for t in p.column("ts").cast(pa.int64()).to_pylist()}) for p in pieces]
+    assert spans == [[0, 5], [89, 91], [180, 250]]  # at most 2 distinct days (partitions) each, in order
+    assert sorted(v for p in pieces for v in p.column("value").to_pylist()) == list(range(7))
+    assert len(w.split_by_days(table, days=90)) == 1  # 6 distinct days: one insert
+    assert w.split_by_days(table.slice(0, 2), days=10) == [table.slice(0, 2)]  # within 10 days of each other: as is

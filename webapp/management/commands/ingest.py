@@ -31,12 +31,15 @@ class Command(BaseCommand):
                             help="scrape time in ms since the epoch for prometheus files without timestamps "
                                  "(default: the file's modification time)")
         parser.add_argument("--year", type=int, default=None, help="year of syslog-style kernel lines (they carry none)")
+        parser.add_argument("--tz", default=None,
+                            help="IANA time zone (e.g. America/Los_Angeles) of times written without one: CSV/JSONL/"
+                                 "Parquet times, sacct times, dmesg -T / syslog times (default: UTC)")
         parser.add_argument("--skip-expired", action="store_true",
                             help="leave out (and count) rows older than the tables' retention instead of refusing "
                                  "the file")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    def handle(self, *args, files, fmt, cluster, host, table, ts, year, no_progress, skip_expired, **opts):
+    def handle(self, *args, files, fmt, cluster, host, table, ts, year, no_progress, skip_expired, tz, **opts):
         from telemetry import store
         from telemetry.ingestion import service
         from telemetry.ingestion.errors import IngestError
@@ -57,7 +60,7 @@ class Command(BaseCommand):
                 data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
                 bar.set_postfix_str(Path(name).name if name != "-" else "stdin")
                 try:
-                    report = self._one(service, fmt, data, name, cluster, host, table, ts, year, skip_expired)
+                    report = self._one(service, fmt, data, name, cluster, host, table, ts, year, skip_expired, tz)
                 except IngestError as exc:
                     raise CommandError(f"{name}: {exc} — nothing of this file was stored") from None
                 except (store.StoreLocked, store.StoreUnavailable) as exc:
@@ -67,11 +70,9 @@ class Command(BaseCommand):
                 dropped += report.dropped_blank
                 expired += report.expired
                 bar.update(len(data) if name != "-" else 0)
-                if report.unknown_metrics and opts.get("verbosity", 1) > 1:
-                    self.stderr.write(f"{name}: kept under their own names: {', '.join(report.unknown_metrics)}")
-                if report.unmapped_pci:
-                    self.stderr.write(f"{name}: PCI ids not in the inventory (component left empty): "
-                                      f"{', '.join(report.unmapped_pci[:10])}")
+                if opts.get("verbosity", 1) > 0:  # the same summary the HTTP endpoints answer with
+                    for line in report.summary_lines():
+                        self.stdout.write(f"{name}: {line}")
         finally:
             bar.close()
         summary = ", ".join(f"{n} {tbl}" for tbl, n in totals.items()) or "no rows"
@@ -84,11 +85,11 @@ class Command(BaseCommand):
                           + (f" ({'; '.join(extra)})" if extra else ""))
 
     @staticmethod
-    def _one(service, fmt, data: bytes, name: str, cluster, host, table, ts, year, skip_expired=False):
+    def _one(service, fmt, data: bytes, name: str, cluster, host, table, ts, year, skip_expired=False, tz=None):
         from telemetry.ingestion.errors import IngestError
 
         if fmt in ("csv", "jsonl", "parquet"):
-            return service.ingest_bulk(data, fmt, table, cluster=cluster, skip_expired=skip_expired)
+            return service.ingest_bulk(data, fmt, table, cluster=cluster, skip_expired=skip_expired, tz=tz)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -99,6 +100,6 @@ class Command(BaseCommand):
             result = service.parse_prometheus_text(text, cluster, default_host=host, default_ts_ms=ts)
             return service.write_samples(result, "prometheus", cluster, "ingest:prometheus", skip_expired=skip_expired)
         if fmt == "kernel-log":
-            return service.write_kernel_events(*service.parse_kernel_log(text, cluster, host=host, year=year),
+            return service.write_kernel_events(*service.parse_kernel_log(text, cluster, host=host, year=year, tz=tz),
                                                cluster=cluster, skip_expired=skip_expired)
-        return service.ingest_sacct(text, cluster)
+        return service.ingest_sacct(text, cluster, tz=tz)
