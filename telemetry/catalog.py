@@ -62,7 +62,7 @@ Example: IB ``port_xmit_data``/``PortXmitData`` count 4-byte words, so
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 LAYERS = ("gpu", "nvswitch", "network", "storage", "power", "cooling", "host", "job")
@@ -825,3 +825,38 @@ def by_layer(layer: str) -> list[Metric]:
 def is_known(name: str) -> bool:
     """True for a canonical metric name (aliases do not count: use resolve)."""
     return name in CATALOG
+
+
+# --- user entries -------------------------------------------------------------------------
+# Custom metrics and aliases added at run time (telemetry.catalog_store keeps them in the
+# store). ``extend`` rebinds CATALOG and the index to the code's definitions plus those
+# entries, checked by the same rules; readers always see one whole catalog.
+
+_BUILTIN: dict[str, Metric] = dict(CATALOG)
+USER_METRICS: frozenset[str] = frozenset()  # names added by users
+USER_ALIASES: dict[str, str] = {}  # alias added by users -> canonical name
+
+
+def build_extended(metrics: Iterable[Metric], aliases: Iterable[tuple[str, str, float]]):
+    """(catalog, index) of the code's metrics plus ``metrics`` and ``aliases`` ((alias,
+    canonical, scale), ...); ValueError naming the entry that does not fit."""
+    merged = dict(_BUILTIN)
+    for m in metrics:
+        if m.name in _BUILTIN:
+            raise ValueError(f"metric {m.name!r} is already in the catalog")
+        merged[m.name] = m
+    for alias, target, scale in aliases:
+        m = merged.get(target)
+        if m is None:
+            raise ValueError(f"alias {alias!r}: no metric {target!r} in the catalog")
+        merged[target] = replace(m, alias_scales=m.alias_scales + ((alias, float(scale)),))
+    return _build_index(merged.values())
+
+
+def extend(metrics: Iterable[Metric], aliases: Iterable[tuple[str, str, float]]) -> None:
+    global CATALOG, _INDEX, USER_METRICS, USER_ALIASES
+    metrics, aliases = list(metrics), list(aliases)
+    catalog, index = build_extended(metrics, aliases)
+    CATALOG, _INDEX = catalog, index
+    USER_METRICS = frozenset(m.name for m in metrics)
+    USER_ALIASES = {a: t for a, t, _ in aliases}

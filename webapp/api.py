@@ -20,3 +20,6 @@ api.add_router("/", workspace_router)
 from investigations.case_view_api import router as case_view_router  # noqa: E402
 
 api.add_router("/", case_view_router)
+from investigations.catalog_api import router as catalog_router  # noqa: E402
+
+api.add_router("/", catalog_router)

@@ -23,3 +23,14 @@ app.conf.update(
     broker_transport_options={"visibility_timeout": 4 * 3600},
 )
 app.autodiscover_tasks(["investigations"])
+
+
+from celery.signals import task_prerun  # noqa: E402
+
+
+@task_prerun.connect
+def _fresh_catalog(**_):
+    """A job (scan, fleet test, export) sees catalog entries added in any process."""
+    from telemetry import catalog_store
+
+    catalog_store.refresh()

@@ -112,6 +112,7 @@ MIDDLEWARE = [
     "webapp.middleware.PrecursorLoginRequired",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "webapp.middleware.catalog_refresh",
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 

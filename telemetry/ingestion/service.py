@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from telemetry import catalog, names, retention, schema, store, writer, xid
+from telemetry import catalog, catalog_store, names, retention, schema, store, writer, xid
 from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, localtime, normalize, prometheus_text, sacct
 from telemetry.ingestion.errors import IngestError
 
@@ -266,6 +266,7 @@ def parse_prometheus_text(
     text: str, cluster: str, default_host: str | None = None, default_ts_ms: int | None = None
 ) -> ParsedSamples:
     cluster = _check_cluster(cluster)
+    catalog_store.refresh()
     if default_ts_ms is not None:
         limits.check_ts(default_ts_ms, "ts")
     ts = default_ts_ms if default_ts_ms is not None else _now_ms()
@@ -297,6 +298,7 @@ def ingest_prometheus_text(
 
 def parse_remote_write(body: bytes, cluster: str) -> ParsedSamples:
     cluster = _check_cluster(cluster)
+    catalog_store.refresh()  # user aliases (rate-limited: a clock check per call)
     # Not checked for merged series here: this is the hot path (the check costs ~0.3 us a row),
     # and Prometheus' relabelling decides the labels a push carries.
     with inventory.collecting() as found:
@@ -535,6 +537,7 @@ def parse_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str, t
     samples, metric names the catalog knows as aliases are stored under the catalog name,
     scaled as the Prometheus path scales them (``DCGM_FI_DEV_GPU_UTIL`` -> ``gpu.util``)."""
     cluster = _check_cluster(cluster)
+    catalog_store.refresh()
     local = localtime.Localizer(localtime.zone(tz))
     result = bulk.read_bulk(data, fmt, table, cluster=cluster, local=local)
     out, aliases, unknown = result.table, {}, []
