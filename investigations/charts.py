@@ -2,7 +2,8 @@
 
 ``overlay_figure`` draws the case overlay: one row per layer (and unit) on one shared,
 t0-relative time axis, affected components as lines, healthy peers as a shaded
-p5–p95 band with a median line, events as vertical ticks in a bottom row, and a
+p5–p95 band with a median line (lines and bands stop at gaps of more than
+``GAP_STEPS`` steps without data), events as vertical ticks in a bottom row, and a
 t0 line across every row. ``interruptions_bar`` is the inbox's small weekly bar
 chart. Callers serialise with ``fig.to_json()``.
 """
@@ -58,6 +59,28 @@ def _ticks(start: float, end: float, target: int = 8) -> tuple[np.ndarray, np.nd
     return vals, relative_label(vals)
 
 
+GAP_STEPS = 3  # a line stops where no point came for more than this many of its usual steps
+
+
+def break_gaps(x, *ys, steps: float = GAP_STEPS):
+    """(x, *ys) with a NaN point inside every gap longer than ``steps`` times the median step,
+    so lines (and the band's fill) stop there instead of drawing a straight line across hours
+    without data."""
+    x = np.asarray(x, dtype=float)
+    ys = [np.asarray(y, dtype=float) for y in ys]
+    if len(x) < 3:
+        return (x, *ys)
+    dx = np.diff(x)
+    positive = dx[dx > 0]
+    if not len(positive):
+        return (x, *ys)
+    gaps = np.flatnonzero(dx > steps * np.median(positive))
+    if not len(gaps):
+        return (x, *ys)
+    x_out = np.insert(x, gaps + 1, (x[gaps] + x[gaps + 1]) / 2)
+    return (x_out, *(np.insert(y, gaps + 1, np.nan) for y in ys))
+
+
 def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = None, *, height_per_row: int = 170) -> go.Figure:
     order = list(layers_order or catalog.LAYERS)
     present = {s.layer for s in result.series}
@@ -90,23 +113,25 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
         if s.band is not None and len(s.band.x) and (row, s.metric, s.family) not in band_drawn:
             band_drawn.add((row, s.metric, s.family))
             b = s.band
+            bx, p95, p5, median = break_gaps(b.x, b.p95, b.p5, b.median)
             group = f"band:{s.metric}:{s.family}"
             fig.add_trace(go.Scatter(
-                x=b.x, y=b.p95, mode="lines", line={"width": 0}, name=f"{who} p95 {s.metric}",
+                x=bx, y=p95, mode="lines", line={"width": 0}, name=f"{who} p95 {s.metric}",
                 legendgroup=group, showlegend=False, hoverinfo="skip",
             ), row=row, col=1)
             fig.add_trace(go.Scatter(
-                x=b.x, y=b.p5, mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_FILL,
+                x=bx, y=p5, mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_FILL,
                 name=f"{who} p5–p95 {s.metric}", legendgroup=group, hoverinfo="skip",
             ), row=row, col=1)
             fig.add_trace(go.Scatter(
-                x=b.x, y=b.median, mode="lines", line={"width": 1, "dash": "dot", "color": "#777"},
+                x=bx, y=median, mode="lines", line={"width": 1, "dash": "dot", "color": "#777"},
                 name=f"{who} median {s.metric}", legendgroup=group,
                 hovertemplate=f"{who} median %{{y:.4g}}<extra></extra>",
             ), row=row, col=1)
+        sx, sy = break_gaps(s.x, s.y)
         fig.add_trace(go.Scattergl(
-            x=s.x, y=s.y, mode="lines", line={"width": 1.6, "color": colour},
-            name=s.signal.label, customdata=relative_label(s.x),
+            x=sx, y=sy, mode="lines", line={"width": 1.6, "color": colour},
+            name=s.signal.label, customdata=relative_label(sx),
             hovertemplate=f"{html.escape(s.signal.label)}: %{{y:.4g}} {s.unit} (%{{customdata}})<extra></extra>",
         ), row=row, col=1)
 

@@ -104,3 +104,23 @@ def test_a_layer_with_two_units_gets_a_row_per_unit(result):
     assert titles == ["Network", "GPU · count/s", "GPU · C", "Cooling", "events"]
     line = next(t for t in fig.data if t.name == "gpu.temp gpu3@n1")
     assert line.yaxis == "y3"  # not on the rates' axis
+
+
+def test_lines_and_bands_stop_at_gaps_of_more_than_a_few_steps(result):
+    x, y = charts.break_gaps([0, 60, 120, 180, 3 * 3600, 3 * 3600 + 60], [1, 2, 3, 4, 5, 6])
+    assert list(x) == [0, 60, 120, 180, (180 + 3 * 3600) / 2, 3 * 3600, 3 * 3600 + 60]
+    assert np.isnan(y[4]) and list(y[:4]) == [1, 2, 3, 4] and list(y[5:]) == [5, 6]
+    x2, y2 = charts.break_gaps([0, 60, 120, 240], [1, 2, 3, 4])  # 2 steps: still one line
+    assert list(x2) == [0, 60, 120, 240] and not np.isnan(y2).any()
+    # three hours without data inside the overlay: the series and its band both break there
+    gappy = np.concatenate([np.linspace(-3600, -2400, 21), np.linspace(-2400 + 3 * 3600, -2400 + 3 * 3600 + 600, 11)])
+    s = result.series[0]
+    band = Band(x=gappy, p5=np.zeros(32), median=np.ones(32), p95=np.full(32, 2.0), n=np.full(32, 8))
+    result.series[:] = [SignalSeries(s.signal, s.metric, s.layer, s.unit, s.kind, s.bad, s.family, gappy,
+                                     np.arange(32.0), band)]
+    fig = charts.overlay_figure(result, ["gpu"])
+    drawn = [t for t in fig.data if t.name in (s.signal.label, "peers p95 gpu.pcie.replay",
+                                               "peers p5–p95 gpu.pcie.replay", "peers median gpu.pcie.replay")]
+    assert len(drawn) == 4
+    for trace in drawn:
+        assert sum(v is None or (isinstance(v, float) and np.isnan(v)) for v in trace.y) == 1, trace.name
