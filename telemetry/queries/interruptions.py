@@ -46,6 +46,10 @@ class InterruptionQuery:
     cluster: str | None = None
     states: tuple[str, ...] = ()  # subset of INTERRUPTION_STATES; empty = all of them
     search: str = ""  # case-insensitive substring of the job name, or an exact job id
+    # Filters on facts the store does not know (cases, verdicts live in Django), exact over all
+    # matches: only these (cluster, job_id) (None = no such filter), and never these.
+    only_jobs: tuple[tuple[str, str], ...] | None = None
+    except_jobs: tuple[tuple[str, str], ...] = ()
     limit: int = 50
     offset: int = 0
 
@@ -122,6 +126,9 @@ def _check(q: InterruptionQuery) -> tuple[list[str], dict]:
         "start": _utc(q.start) or datetime(1970, 1, 1, tzinfo=timezone.utc),
         "end": _utc(q.end) or datetime(2200, 1, 1, tzinfo=timezone.utc),
         "search": q.search.strip(),
+        "only": q.only_jobs is not None,
+        "only_jobs": [tuple(map(str, k)) for k in (q.only_jobs or ())],
+        "except_jobs": [tuple(map(str, k)) for k in q.except_jobs],
         "limit": q.limit,
         "offset": q.offset,
     }
@@ -132,7 +139,9 @@ _JOBS_WHERE = (
     "state IN {states:Array(String)} AND end_ts IS NOT NULL "
     "AND ({cluster:String} = '' OR cluster = {cluster:String}) "
     "AND end_ts >= {start:DateTime64(3, 'UTC')} AND end_ts < {end:DateTime64(3, 'UTC')} "
-    "AND ({search:String} = '' OR positionCaseInsensitiveUTF8(name, {search:String}) > 0 OR job_id = {search:String})"
+    "AND ({search:String} = '' OR positionCaseInsensitiveUTF8(name, {search:String}) > 0 OR job_id = {search:String}) "
+    "AND (NOT {only:Bool} OR (cluster, job_id) IN {only_jobs:Array(Tuple(String, String))}) "
+    "AND (cluster, job_id) NOT IN {except_jobs:Array(Tuple(String, String))}"
 )
 
 # The hosts of each run of a job: a requeued job has one allocation per run (run_ts = the run's

@@ -88,6 +88,14 @@ def test_filters_search_and_paging(inbox):
     assert empty.rows == [] and empty.total == 3
 
 
+def test_job_filters_from_facts_outside_the_store_are_exact_over_all_matches(inbox):
+    only = it.list_interruptions(InterruptionQuery(only_jobs=(("c1", "100"), ("c2", "100")), limit=1))
+    assert [(r.cluster, r.job_id) for r in only.rows] == [("c2", "100")] and only.total == 2  # counted before paging
+    assert it.list_interruptions(InterruptionQuery(only_jobs=())).total == 0  # no cases: nothing has one
+    rest = it.list_interruptions(InterruptionQuery(except_jobs=(("c1", "100"),)))
+    assert [(r.cluster, r.job_id) for r in rest.rows] == [("c2", "100"), ("c1", "101")] and rest.total == 2
+
+
 def test_bad_filters_are_named():
     with pytest.raises(ValueError, match="'COMPLETED' not interruption states"):
         it.list_interruptions(InterruptionQuery(states=("COMPLETED",)))
