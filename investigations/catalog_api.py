@@ -3,7 +3,7 @@ metrics and aliases, remove them, read an entry's history. Changes need the admi
 are audited (investigations.services.catalog)."""
 from __future__ import annotations
 
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from investigations.services import catalog as catalog_service
@@ -48,7 +48,7 @@ def catalog_list(request):
 def catalog_add_metric(request, payload: MetricIn):
     with _catalog_errors():
         entry = catalog_service.add_catalog_metric(request.user, **payload.dict())
-    return 201, _entry(entry)
+    return Status(201, _entry(entry))
 
 
 @router.post("/catalog/aliases", response={201: dict})
@@ -56,7 +56,7 @@ def catalog_add_alias(request, payload: AliasIn):
     with _catalog_errors():
         entry, moved = catalog_service.add_catalog_alias(request.user, alias=payload.alias, metric=payload.metric,
                                                          scale=payload.scale, rewrite=payload.rewrite)
-    return 201, {**_entry(entry), "rows_moved": moved}
+    return Status(201, {**_entry(entry), "rows_moved": moved})
 
 
 @router.delete("/catalog/entries/{name}")

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from django.core.management import call_command
 
-from investigations.ingest_api import rate_limiter
+from investigations.ingest_limits import rate_limiter
 from investigations.tokens import create_token
 from telemetry import migrate, retention, store
 

@@ -7,10 +7,11 @@ import time
 import pytest
 
 from investigations.models import AuditEvent
-from investigations.views import _catalog_for_picker, parse_signals
+from investigations.permalinks import parse_signals
+from investigations.views.cases import _catalog_for_picker
 from telemetry import catalog, catalog_store, store
 from telemetry.ingestion import service
-from telemetry.queries import signal_scan
+from telemetry.queries import windows
 
 NOW_MS = (int(time.time()) // 60 * 60 - 3600) * 1000
 
@@ -49,7 +50,7 @@ def test_an_unknown_stored_name_is_mapped_to_a_new_metric_and_every_reader_sees_
     assert any(m["name"] == "gpu.mem_free_pct" for m in _catalog_for_picker())
     assert [s.metric for s in parse_signals("mem_free_pct@n7/gpu0,gpu.mem_free_pct@n7/gpu1")] == \
         ["gpu.mem_free_pct", "gpu.mem_free_pct"]
-    assert "gpu.mem_free_pct" in [m for m, _, _ in signal_scan.metrics_present("east")]
+    assert "gpu.mem_free_pct" in [m for m, _, _ in windows.metrics_present("east")]
     assert list(AuditEvent.objects.order_by("pk").values_list("verb", flat=True)) == \
         ["catalog.metric_added", "catalog.alias_added"]
     history = client.get("/api/catalog/entries/gpu.mem_free_pct/history").json()
