@@ -253,3 +253,16 @@ def scan_bars(rows: Sequence[dict]) -> go.Figure:
                       template="plotly_white", showlegend=False, bargap=0.25)
     fig.update_xaxes(range=[0, 1], title_text="AUC: P(window before the outcome is worse than a control)")
     return fig
+
+
+def events_weekly_bar(rows: Sequence[tuple[str, str, int]]) -> go.Figure:
+    """Events per week (Monday) stacked by kind, for the events view and the host page."""
+    fig = go.Figure()
+    kinds = sorted({k for _, k, _ in rows})
+    for kind in kinds:
+        label, colour = EVENT_STYLE.get(kind, (kind, "#888"))
+        pts = [(w, n) for w, k, n in rows if k == kind]
+        fig.add_trace(go.Bar(x=[w for w, _ in pts], y=[n for _, n in pts], name=label, marker_color=colour or None))
+    fig.update_layout(barmode="stack", height=220, margin={"l": 40, "r": 10, "t": 10, "b": 30},
+                      template="plotly_white", legend={"orientation": "h", "y": -0.25})
+    return fig

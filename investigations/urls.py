@@ -2,13 +2,17 @@
 Static files, plotly.js included, are served by WhiteNoise (webapp/settings.py)."""
 from django.urls import path
 
-from investigations.views import account, cases, exports, hypotheses, inbox, jobs
+from investigations.views import account, cases, events, exports, hypotheses, inbox, jobs
 
 urlpatterns = [
     path("", inbox.inbox, name="inbox"),
     path("inbox/chart", inbox.inbox_chart, name="inbox-chart"),
     path("interruptions/open", inbox.open_interruption, name="open-interruption"),
     path("search/", inbox.search, name="search"),
+    path("events/", events.events_page, name="events"),
+    path("hosts/<str:name>/", events.host_page, name="host"),
+    path("catalog/", events.catalog_page, name="catalog"),
+    path("catalog/add", events.catalog_add, name="catalog-add"),
     path("cases/<int:pk>/", cases.case_page, name="case"),
     path("cases/<int:pk>/overlay", cases.case_overlay, name="case-overlay"),
     path("cases/<int:pk>/topology", cases.case_topology, name="case-topology"),

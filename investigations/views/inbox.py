@@ -13,7 +13,7 @@ from investigations.roles import can_investigate, require_investigator
 from investigations.services import board, cases, inbox as inbox_service
 from investigations.views.common import first_line, store_error_message
 from telemetry import store
-from telemetry.queries import overview
+from telemetry.queries import events as event_queries, overview
 
 
 def _filter(form) -> tuple[inbox_service.InboxFilter, str]:
@@ -93,7 +93,11 @@ def search(request):
     if q.startswith("#") and q[1:].isdigit() and Case.objects.filter(pk=int(q[1:])).exists():
         return redirect("case", pk=int(q[1:]))
     found_cases = cases.list_cases(q=q, limit=50) if q else []
+    try:
+        found_hosts = event_queries.hosts_matching(q) if q else []
+    except Exception:  # the rest of the search still answers when the store cannot
+        found_hosts = []
     found_h = board.board_rows(q=q)[:50] if q else []
     return render(request, "investigations/search.html",
-                  {"q": q, "cases": found_cases, "hypotheses": found_h,
+                  {"q": q, "cases": found_cases, "hypotheses": found_h, "hosts": found_hosts,
                    "inbox_url": reverse("inbox") + "?" + urlencode({"q": q, "range": "all"})})

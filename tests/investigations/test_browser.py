@@ -247,3 +247,61 @@ def test_an_investigator_runs_a_fleet_test_and_reads_its_result(page, live_serve
     assert no_horizontal_scroll(page) and not page.js_errors, page.js_errors
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "fleet-test.png"), full_page=True)
+
+
+def test_an_admin_maps_an_unknown_metric_on_the_catalog_page_and_charts_it(page, live_server, clean_store, admin_user):
+    """A name the catalog did not know (stored before it was mapped) becomes a new metric on the
+    catalog page; the rows already stored move to it and the case picker and overlay chart it."""
+    from datetime import timedelta
+
+    from telemetry import catalog_store, store
+    from telemetry.ingestion import service
+    from tests.investigations.test_pages import T0
+
+    store.command("TRUNCATE TABLE IF EXISTS metric_catalog")
+    catalog_store.refresh(force=True)
+    write_fleet("catalog-browser")
+    start = T0 - timedelta(hours=1)
+    for i in range(0, 75, 5):  # five-minute scrapes of n01's GPUs, an hour before t0 to 15 min after
+        ts_ms = int((start + timedelta(minutes=i)).timestamp() * 1000)
+        body = "".join(f'mem_free_pct{{component="gpu{g}",hostname="n01"}} {80 - (i if g == 3 else 0) / 2}\n'
+                       for g in range(4))
+        service.ingest_prometheus_text(body, "catalog-browser", default_ts_ms=ts_ms)
+    try:
+        base = live_server.url
+        log_in(page, base, "ada", "/catalog/")
+        row = page.locator("table.unknown-names tr", has_text="mem_free_pct")
+        assert "60" in row.inner_text()  # 15 scrapes x 4 GPUs stored under the unknown name
+        row.locator("summary").click()
+        form = row.locator("form.new-metric")
+        form.locator("input[name=new_name]").fill("gpu.mem_free_pct")
+        form.locator("select[name=layer]").select_option("gpu")
+        form.locator("input[name=unit]").fill("%")
+        form.locator("select[name=kind]").select_option("gauge")
+        form.locator("select[name=bad]").select_option("down")
+        form.locator("select[name=component]").select_option("gpu")
+        form.locator("input[name=description]").fill("Free GPU memory")
+        form.locator("button[name=add]").click()
+        page.wait_for_selector(".messages")
+        assert "mem_free_pct now maps to gpu.mem_free_pct; 60 stored rows moved" in page.inner_text(".messages")
+        assert page.locator("table.unknown-names").count() == 0
+        assert "yours" in page.locator("table.catalog tr", has_text="gpu.mem_free_pct").inner_text()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "catalog-mapped.png"), full_page=True)
+
+        page.goto(base + "/")
+        page.locator("tr", has_text="llm-405b-7").locator("button.open-case").click()
+        page.wait_for_url(re.compile(r"/cases/\d+/$"))
+        wait_drawn(page)
+        page.click('#topology button.target[data-target="n01/gpu3"]')
+        assert page.locator("#pick-metric option[value='gpu.mem_free_pct']").count() == 1  # in the picker
+        page.select_option("#pick-metric", "gpu.mem_free_pct")
+        page.click("#add-signal")
+        page.wait_for_function("location.search.includes('gpu.mem_free_pct@n01/gpu3')")
+        wait_drawn(page)
+        assert page.locator("#overlay .legendtext", has_text="gpu.mem_free_pct").count() >= 1  # in the overlay
+        assert not page.js_errors, page.js_errors
+        page.screenshot(path=str(ARTIFACTS / "catalog-overlay.png"), full_page=True)
+    finally:
+        store.command("TRUNCATE TABLE IF EXISTS metric_catalog")
+        catalog_store.refresh(force=True)
