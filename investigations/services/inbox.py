@@ -2,8 +2,8 @@
 the team recorded, filtered on both. Pages and API call the same functions.
 
 Filters the telemetry store knows (time, cluster, state, text) run there; filters on case facts
-(has a case, root cause) read up to ``FILTER_SCAN`` rows and filter here, saying when that
-scan did not reach every row.
+(has a case, root cause) become the (cluster, job_id) lists of the matching cases, which the
+store filters on too, so totals and pages are exact over every match.
 """
 from __future__ import annotations
 
@@ -76,14 +76,15 @@ def cases_for(rows) -> dict[tuple[str, str], Case]:
 def inbox_page(f: InboxFilter, now: datetime | None = None) -> InboxPage:
     """One page of the inbox; the telemetry store's exceptions pass through (callers say what failed)."""
     now = now or datetime.now(timezone.utc)
-    post = f.post_filter
+    only, never = _case_job_filters(f)
     q = interruptions.InterruptionQuery(
         start=now - timedelta(seconds=f.span_s) if f.span_s else None,
         cluster=f.cluster or None,
         states=(f.state,) if f.state else (),
         search=f.search,
-        limit=FILTER_SCAN if post else PAGE_SIZE,
-        offset=0 if post else (f.page_no - 1) * PAGE_SIZE,
+        only_jobs=only, except_jobs=never,
+        limit=PAGE_SIZE,
+        offset=(f.page_no - 1) * PAGE_SIZE,
     )
     page = interruptions.list_interruptions(q)
     by_job = cases_for(page.rows)
@@ -98,13 +99,25 @@ def inbox_page(f: InboxFilter, now: datetime | None = None) -> InboxPage:
             continue
         rows.append(InboxRow(item, case, verdict))
     total = page.total
-    scanned_all = True
-    if post:
-        scanned_all = page.total <= FILTER_SCAN
-        total = len(rows)
-        rows = rows[(f.page_no - 1) * PAGE_SIZE: f.page_no * PAGE_SIZE]
+    scanned_all = True  # the case filters run in the store: every match is counted
     clusters = sorted({r.item.cluster for r in rows} | set(case_clusters()))
     return InboxPage(rows=rows, total=total, scanned_all=scanned_all, page_no=f.page_no, clusters=clusters)
+
+
+def _case_job_filters(f: InboxFilter) -> tuple[tuple[tuple[str, str], ...] | None, tuple[tuple[str, str], ...]]:
+    """(only these jobs or None, never these jobs) for the case filters."""
+    if not f.post_filter:
+        return None, ()
+    keyed = {(c.cluster, c.job_id): c.pk for c in Case.objects.only("pk", "cluster", "job_id")}
+    if f.has_case == "no":
+        if f.root_cause:
+            return (), ()  # a root cause needs a case
+        return None, tuple(keyed)
+    if not f.root_cause:
+        return tuple(keyed), ()
+    current = Verdict.objects.current_for(keyed.values())
+    want = f.root_cause.lower()
+    return tuple(k for k, pk in keyed.items() if pk in current and cause_label(current[pk]).lower() == want), ()
 
 
 def root_cause_choices() -> list[str]:

@@ -1,6 +1,8 @@
 """The inbox (interruptions with their cases and verdicts), its charts, and the nav search box."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from django.http import HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -51,6 +53,8 @@ def inbox(request):
         "page_no": page.page_no, "has_prev": page.has_prev, "has_next": page.has_next,
         "prev_url": "?" + urlencode({**params, "page": page.page_no - 1}),
         "next_url": "?" + urlencode({**params, "page": page.page_no + 1}),
+        "first_url": "?" + urlencode({**params, "page": 1}),
+        "this_year": datetime.now(timezone.utc).year,
         "chart_url": reverse("inbox-chart") + ("?" + urlencode(params) if params else ""),
         "root_causes": inbox_service.root_cause_choices(),
         "clusters": page.clusters,

@@ -529,3 +529,25 @@ def test_our_static_files_are_served_without_a_proxy(client, db):
     assert resp.status_code == 200 and b"Plotly.react" in b"".join(resp.streaming_content if resp.streaming else [resp.content])
     assert "max-age=3600" in resp["Cache-Control"] and "immutable" not in resp["Cache-Control"]
     assert client.get("/static/../settings.py").status_code == 404
+
+
+def test_case_filters_count_every_match_and_past_the_last_page_there_is_a_way_back(alice_client, fleet, investigator):
+    from datetime import timedelta
+
+    from investigations.services import inbox as inbox_service
+    from tests.telemetry.queries import write_rows
+
+    # 60 more failed jobs, older than the first: more than one page (50) of matches
+    jobs = [{"cluster": fleet, "job_id": f"9{i:03d}", "name": f"old-{i}", "user": "u", "partition": "p",
+             "state": "FAILED", "exit_code": "1:0", "reason": "", "submit_ts": T0 - timedelta(hours=3 + i),
+             "start_ts": T0 - timedelta(hours=3 + i), "end_ts": T0 - timedelta(hours=2 + i), "n_hosts": 1,
+             "n_gpus": 8, "version": 1} for i in range(60)]
+    write_rows("jobs", jobs)
+    for i in (1, 55, 59):  # cases on jobs far down the list
+        cases.open_case(investigator, fleet, f"9{i:03d}")
+    page = inbox_service.inbox_page(inbox_service.InboxFilter(span_s=None, has_case="yes"))
+    assert page.total == 3 and {r.item.job_id for r in page.rows} == {"9001", "9055", "9059"} and page.scanned_all
+    no_case = inbox_service.inbox_page(inbox_service.InboxFilter(span_s=None, has_case="no", page_no=2))
+    assert no_case.total == 58 and len(no_case.rows) == 8
+    body = alice_client.get("/?range=all&has_case=no&page=5").content.decode()
+    assert "Past the last page: 58 interruptions match." in body and "Back to the first page" in body
