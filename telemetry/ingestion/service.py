@@ -193,18 +193,37 @@ _KEY = ["cluster", "host", "component", "metric", "ts"]
 def merged_rows(table: pa.Table) -> int:
     """Rows whose (cluster, host, component, metric, ts) another row of the batch has too:
     series the row key cannot tell apart (they differ only in labels that are not stored)."""
+    return _merges(table)[0]
+
+
+def _merges(table: pa.Table) -> tuple[int, frozenset[str]]:
+    """(merged rows, the metric names they are under)."""
     n = table.num_rows
     if n < 2:
-        return 0
+        return 0, frozenset()
     key = np.zeros(n, dtype=np.int64)
+    metric_codes = None
     for name in _KEY[:-1]:
         codes = pc.dictionary_encode(table.column(name)).combine_chunks()
         width = max(len(codes.dictionary), 1)
-        key = key * width + codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        idx = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        key = key * width + idx
+        if name == "metric":
+            metric_codes = (codes.dictionary, idx)
     ts = table.column("ts").cast(pa.int64()).to_numpy()
     order = np.lexsort((ts, key))
-    key, ts = key[order], ts[order]
-    return int(np.count_nonzero((key[1:] == key[:-1]) & (ts[1:] == ts[:-1])))
+    dup = (key[order][1:] == key[order][:-1]) & (ts[order][1:] == ts[order][:-1])
+    count = int(np.count_nonzero(dup))
+    if not count:
+        return 0, frozenset()
+    names, idx = metric_codes
+    return count, frozenset(names.take(pa.array(np.unique(idx[order][1:][dup]))).to_pylist())
+
+
+# What tells merged series apart rarely changes between scrapes of one exporter: remembered by
+# (cluster, default host, merged metrics) so a node_exporter scrape (cpu x mode) is not parsed twice.
+_MERGE_LABELS: dict[tuple, dict[str, int]] = {}
+_MERGE_LABELS_MAX = 4096
 
 
 def _labels_in_merges(label_sets, cluster: str, default_host: str | None) -> dict[str, int]:
@@ -233,8 +252,16 @@ def _labels_in_merges(label_sets, cluster: str, default_host: str | None) -> dic
 
 def _with_merges(result: normalize.NormalizeResult, label_sets, cluster: str,
                  default_host: str | None = None) -> ParsedSamples:
-    merged = merged_rows(result.table)
-    labels = _labels_in_merges(label_sets(), cluster, default_host) if merged else {}
+    merged, metrics = _merges(result.table)
+    labels: dict[str, int] = {}
+    if merged:
+        key = (cluster, default_host, metrics)
+        labels = _MERGE_LABELS.get(key)
+        if labels is None:
+            labels = _labels_in_merges(label_sets(), cluster, default_host)
+            if len(_MERGE_LABELS) >= _MERGE_LABELS_MAX:
+                _MERGE_LABELS.clear()
+            _MERGE_LABELS[key] = labels
     return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics, labels, merged,
                          tuple(getattr(result, "inventory", ())))
 
