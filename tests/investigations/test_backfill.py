@@ -70,7 +70,8 @@ def check_daily(cluster: str, start: datetime, days: int, metric: str = "gpu.tem
 # Samples are partitioned by day and ClickHouse refuses an insert touching > 100 partitions:
 # a 5-year file (weekly rows: 261 days with data, every insert costs a part per day, so the
 # test stays affordable) and a 348-day daily file.
-SPANS = pytest.mark.parametrize("days,step", [(261, 7), (348, 1)], ids=["5-years", "348-days"])
+def SPANS(fn):  # slow: a part per day of data (see ./precursor test --fast)
+    return pytest.mark.slow(pytest.mark.parametrize("days,step", [(261, 7), (348, 1)], ids=["5-years", "348-days"])(fn))
 
 
 @SPANS

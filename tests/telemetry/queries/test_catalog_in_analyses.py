@@ -31,6 +31,7 @@ def mapped_fleet(clean_store):
     catalog_store.refresh(force=True)
 
 
+@pytest.mark.slow  # an 8-day fleet and a scan (see ./precursor test --fast)
 def test_a_mapped_user_metric_is_scanned_and_exported(mapped_fleet):
     assert "site_gpu_free" not in [m for m, _, _ in windows.metrics_present(mapped_fleet)]  # unknown: skipped
     catalog_store.add_metric("gpu.site_free_pct", layer="gpu", unit="%", kind="gauge", bad="down", component="gpu",
