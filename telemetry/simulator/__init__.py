@@ -40,6 +40,7 @@ from telemetry.simulator.manifest import Manifest, iso
 from telemetry.simulator.signals import COMPONENT_SETS, SERIES, Injection, Timeline
 
 BATCH_ROWS = 1_000_000
+SCENARIOS = ("demo", "realistic")
 MAX_CHUNK_CELLS = 400_000  # hosts x steps per chunk: bounds memory (~8 GPUs x 8 B x a few arrays)
 
 
@@ -52,6 +53,7 @@ class SimConfig:
     start: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
     cluster: str = "demo"
     failure_scale: float = 60.0  # x the Llama 3 per-host interruption rate (0.0038 per host-day)
+    scenario: str = "demo"  # demo | realistic (telemetry.simulator.realistic)
 
     def __post_init__(self):
         if self.hosts < 2:
@@ -62,6 +64,8 @@ class SimConfig:
             raise ValueError("interval: must be 1..3600 seconds")
         if self.failure_scale < 0:
             raise ValueError("failure-scale: must be >= 0")
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"scenario: {self.scenario!r} is not one of {', '.join(SCENARIOS)}")
         if self.start.tzinfo is None:
             raise ValueError("start: must be timezone-aware (UTC)")
 
@@ -74,6 +78,9 @@ class SimConfig:
         return self.start.timestamp()
 
     def estimated_samples(self) -> int:
+        if self.scenario == "realistic":
+            from telemetry.simulator import realistic
+            return realistic.estimated_samples(self)
         per_host = sum(len(COMPONENT_SETS[c]) for _, c in SERIES)
         return self.hosts * self.steps * per_host
 
@@ -363,6 +370,10 @@ def _job_events(cfg, topo, jobs, sched) -> list[tuple]:
 
 def generate(cfg: SimConfig, manifest: Manifest | None = None) -> Iterator[tuple[str, pa.Table]]:
     """Yield (table, Arrow table) batches; fill ``manifest`` (if given) before the first sample batch."""
+    if cfg.scenario == "realistic":
+        from telemetry.simulator import realistic
+        yield from realistic.generate(cfg, manifest)
+        return
     topo = topology.build(cfg.cluster, cfg.hosts, _rng(cfg, 1))
     horizon = cfg.steps * cfg.interval_s
     sched = scheduler.schedule(topo, horizon, cfg.failure_scale, _rng(cfg, 2))

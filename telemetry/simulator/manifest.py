@@ -55,11 +55,15 @@ class Manifest:
     failures: list[dict] = field(default_factory=list)
     false_alarms: list[dict] = field(default_factory=list)
     red_herrings: list[dict] = field(default_factory=list)
+    scenario: str = "demo"
+    extra: dict = field(default_factory=dict)  # the realistic scenario's further keys (see above)
 
     def to_dict(self) -> dict:
-        return {"format": FORMAT, "config": self.config, "counts": self.counts,
-                "cause_weights": self.cause_weights, "failures": self.failures,
-                "false_alarms": self.false_alarms, "red_herrings": self.red_herrings}
+        out = {"format": FORMAT, "scenario": self.scenario, "config": self.config, "counts": self.counts,
+               "cause_weights": self.cause_weights, "failures": self.failures, "false_alarms": self.false_alarms}
+        if self.scenario == "demo":
+            out["red_herrings"] = self.red_herrings
+        return out | self.extra
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, sort_keys=False)

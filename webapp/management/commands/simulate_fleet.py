@@ -10,7 +10,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from telemetry import migrate, store
-from telemetry.simulator import RunStats, SimConfig, simulate
+from telemetry.simulator import SCENARIOS, RunStats, SimConfig, simulate
+from telemetry.simulator.realistic import DEFAULT_FAILURE_SCALE as REALISTIC_FAILURE_SCALE
 
 DEFAULTS = SimConfig(hosts=24, days=3, interval_s=120, failure_scale=200.0)
 
@@ -44,18 +45,26 @@ class Command(BaseCommand):
         parser.add_argument("--cluster", default="demo", help="fleet name in the store (default %(default)s)")
         parser.add_argument("--manifest", default=None,
                             help="ground-truth JSON path (default <PRECURSOR_DATA_DIR>/ground-truth/<cluster>-seed<seed>.json)")
-        parser.add_argument("--failure-scale", type=float, default=DEFAULTS.failure_scale,
-                            help="multiplier on the Llama 3 per-host interruption rate (0.0038 per host-day); the "
-                                 "default %(default)s gives a small demo fleet the failures of one ~100x its size")
+        parser.add_argument("--scenario", choices=SCENARIOS, default="demo",
+                            help="demo: the quick demo fleet; realistic: a fleet as hard as a real one (heavy-tailed "
+                                 "healthy noise, ~155 metrics, weak and missing precursors, false alarms, "
+                                 "confounders), the yardstick of `bench analysis` (default %(default)s)")
+        parser.add_argument("--failure-scale", type=float, default=None,
+                            help="multiplier on the Llama 3 per-host interruption rate (0.0038 per host-day); default "
+                                 f"{DEFAULTS.failure_scale:g} for the demo (a small fleet sees the failures of one ~100x "
+                                 f"its size), {REALISTIC_FAILURE_SCALE:g} for the realistic scenario")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def handle(self, *args, **opts):
         from tqdm import tqdm
 
         start = parse_start(opts["start"]) if opts["start"] else default_start(opts["days"])
+        scale = opts["failure_scale"]
+        if scale is None:
+            scale = REALISTIC_FAILURE_SCALE if opts["scenario"] == "realistic" else DEFAULTS.failure_scale
         try:
             cfg = SimConfig(hosts=opts["hosts"], days=opts["days"], interval_s=opts["interval"], seed=opts["seed"],
-                            start=start, cluster=opts["cluster"], failure_scale=opts["failure_scale"])
+                            start=start, cluster=opts["cluster"], failure_scale=scale, scenario=opts["scenario"])
         except ValueError as exc:
             raise CommandError(f"--{exc}") from None
         manifest_path = Path(opts["manifest"] or settings.DATA_DIR / "ground-truth" / f"{cfg.cluster}-seed{cfg.seed}.json")
@@ -81,6 +90,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{cfg.cluster}: {c['samples']:,} samples, {c['events']:,} events, {c['jobs']} jobs, "
             f"{c['interruptions']} interruptions over {classes} root causes, {c['false_alarms']} false alarms "
+            f"({cfg.scenario} scenario) "
             f"in {stats.wall_s:.1f} s ({c['samples'] / max(stats.wall_s, 1e-9):,.0f} samples/s)\n"
             f"ground truth: {manifest_path}"
         )

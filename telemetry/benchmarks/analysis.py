@@ -1,0 +1,281 @@
+"""Analysis engine on a realistic fleet: does the signal scan find each failure class's true
+precursor, and does the fleet test of the finding hold up?
+
+Builds once (and reuses; ``--rebuild`` regenerates, ``--no-keep`` deletes it afterwards) a fleet of
+the simulator's ``realistic`` scenario in its own cluster ``bench-analysis`` — by default 48 hosts x
+14 days at 300 s, failure scale 20: ~178 M samples — through the normal writer, with its
+ground-truth manifest beside it (``<PRECURSOR_DATA_DIR>/ground-truth/bench-analysis.json``).
+
+Then, for every root-cause class that has precursors in the manifest:
+
+1. the product's signal scan (``telemetry.queries.signal_scan.scan``, the runner the scan job
+   calls) on the outcome form the product offers for that class (``OUTCOMES``: the class's
+   terminal XIDs where it has them, else its Slurm state) over a ``--lead-hours`` window (6 h).
+   Classes sharing an outcome share one scan;
+2. the product's pin rule on the scan's row of the class's true precursor (the first metric of its
+   chain in the simulator): the threshold midway between the medians before the outcome and in
+   the controls, ``>`` when before is higher, ``rate`` for counters and ``threshold`` for gauges
+   (``investigations.services.scans.pin_finding``);
+3. the product's fleet test of that hypothesis (``telemetry.queries.signal_test.run``).
+
+Printed figures (``--json``: one object):
+
+- ``classes_with_precursor``; ``scan_top3_recall``: share of them whose true precursor ranks in
+  the scan's top 3;
+- ``true_hypotheses_min_lift`` / ``true_hypotheses_max_p``: the weakest of the fleet tests;
+- ``false_discovery_rate``: findings at q < 0.05 that are not a true precursor, over all findings
+  at q < 0.05, over the distinct scans. A finding is true when its metric carries the precursor of
+  a cause whose interruptions are in that scan's outcome (the chain's metrics and the counters
+  that count the same events: ``TRUE_METRICS``); confounders count as false;
+- ``confounders_above_true``: classes where a workload-driven metric (power, temperatures,
+  traffic, I/O, ... : everything in the haystack that is neither an error counter nor a precursor)
+  ranks above the true precursor;
+- ``alarm_precision`` and ``false_alarms_per_1000_node_days``: the true hypotheses' rules, pooled;
+- ``scan_seconds`` (slowest scan), ``metrics_scanned``, ``samples_in_store`` (the whole store),
+  ``peak_rss_mb`` (the process's peak; it includes the build when this run built the fleet);
+- ``classes``: the per-class breakdown.
+
+Nothing here is tuned to the engine: the scenario is the simulator's, the outcome forms, pin rule
+and tests are the product's.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from django.conf import settings
+
+from telemetry import catalog, migrate, store
+from telemetry.queries import signal_scan, signal_test
+from telemetry.simulator import SimConfig, simulate
+from telemetry.simulator.haystack import ERROR_FAMILY, SERIES
+from telemetry.simulator.manifest import Manifest
+from telemetry.simulator.realistic import CHAINS, TRUE_PRECURSOR
+
+CLUSTER = "bench-analysis"
+TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components")
+MIN_SAMPLES = 100_000_000
+Q_FINDING = 0.05
+
+# The outcome form the product offers for each class (telemetry.queries.signal_test.parse_outcome):
+# its terminal XIDs where it has them, else the Slurm state its interrupted jobs end in.
+OUTCOMES = {"faulty_gpu": "XID 74/79", "hbm3": "XID 94/95", "gpu_sram": "XID 48", "network": "FAILED",
+            "nic": "FAILED", "thermal": "NODE_FAIL", "psu": "NODE_FAIL"}
+# counters that count the same events as a chain metric (the simulator writes them together)
+MIRRORS = {
+    "gpu.ecc.dram_sbe_volatile": ("gpu.ecc.sbe_volatile", "gpu.ecc.sbe_aggregate", "gpu.retired_pages.sbe"),
+    "gpu.ecc.sram_sbe_volatile": ("gpu.ecc.sbe_volatile", "gpu.ecc.sbe_aggregate"),
+    "gpu.row_remap.pending": ("gpu.row_remap.correctable", "gpu.xid_count"),
+    "net.link_down": ("net.carrier_changes", "ib.link_downed", "ib.link_error_recovery"),
+    "gpu.temp": ("gpu.mem_temp", "gpu.temp_margin", "gpu.sm_clock", "cooling.fan_rpm"),
+    "gpu.throttle.thermal_ns": ("gpu.clock_event.sw_thermal_ns", "gpu.clock_event.hw_thermal_ns", "gpu.sm_clock",
+                                "gpu.clock_event_reasons", "job.step_time_s", "job.throughput", "job.mfu"),
+    "power.psu_status": ("power.psu_input_power", "power.psu_output_power", "power.psu_input_voltage"),
+}
+TRUE_METRICS = {cause: frozenset(m for _, steps in chains for s in steps for m in (s.metric, *MIRRORS.get(s.metric, ())))
+                for cause, chains in CHAINS.items()}
+_PRECURSOR_ANY = frozenset().union(*TRUE_METRICS.values())
+WORKLOAD_METRICS = frozenset(m for m, _ in SERIES if m not in ERROR_FAMILY and m not in _PRECURSOR_ANY
+                             and m not in ("host.boot_time", "job.nccl_timeouts", "job.restarts", "host.oom_kills"))
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--hosts", type=int, default=48, help="hosts of the fleet (default %(default)s)")
+    parser.add_argument("--days", type=float, default=14.0, help="days of the fleet (default %(default)s)")
+    parser.add_argument("--interval", type=int, default=300, help="seconds between samples (default %(default)s)")
+    parser.add_argument("--failure-scale", type=float, default=20.0, help="x Llama 3 rate (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--lead-hours", type=float, default=6.0, help="the scan's lead window (default %(default)s h)")
+    parser.add_argument("--min-samples", type=int, default=MIN_SAMPLES,
+                        help="refuse to measure on fewer samples in the store (default %(default)s)")
+    parser.add_argument("--rebuild", action="store_true", help="regenerate the fleet")
+    parser.add_argument("--keep", action=__import__("argparse").BooleanOptionalAction, default=True,
+                        help="keep the fleet for later runs (default) or delete it afterwards")
+
+
+def _config(options: dict, start: datetime) -> SimConfig:
+    return SimConfig(hosts=int(options.get("hosts") or 48), days=float(options.get("days") or 14),
+                     interval_s=int(options.get("interval") or 300), seed=int(options.get("seed") or 1),
+                     failure_scale=float(options.get("failure_scale") if options.get("failure_scale") is not None else 20),
+                     start=start, cluster=CLUSTER, scenario="realistic")
+
+
+def manifest_path() -> Path:
+    return Path(settings.DATA_DIR) / "ground-truth" / f"{CLUSTER}.json"
+
+
+def _count(sql: str, params: dict | None = None) -> int:
+    return int(store.query_rows(sql, params or {}, tag="bench.analysis.count", timeout_s=600)[0][0])
+
+
+def _drop() -> None:
+    for table in TABLES:
+        store.get_client().command(f"ALTER TABLE {table} DELETE WHERE cluster = {{c:String}}",
+                                   parameters={"c": CLUSTER}, settings={"mutations_sync": 1})
+
+
+def _existing(wanted: SimConfig) -> dict | None:
+    """The stored fleet's manifest when the store holds exactly that fleet, else None."""
+    path = manifest_path()
+    if not path.exists():
+        return None
+    manifest = json.loads(path.read_text())
+    cfg = manifest.get("config", {})
+    same = all(cfg.get(k) == v for k, v in (("hosts", wanted.hosts), ("days", wanted.days),
+                                            ("interval_s", wanted.interval_s), ("seed", wanted.seed),
+                                            ("failure_scale", wanted.failure_scale)))
+    if not same:
+        return None
+    n = _count("SELECT count() FROM samples WHERE cluster = {c:String}", {"c": CLUSTER})
+    return manifest if n == manifest["counts"]["samples"] else None
+
+
+def _build(cfg: SimConfig, progress) -> dict:
+    _drop()
+    t = time.perf_counter()
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        if time.perf_counter() - last[0] > 30:
+            last[0] = time.perf_counter()
+            progress(f"bench analysis: {done:,} / ~{total:,} samples written")
+
+    manifest: Manifest = simulate(cfg, progress=report, tag="bench.analysis.build")
+    path = manifest_path()
+    manifest.write(path)
+    progress(f"bench analysis: fleet built in {time.perf_counter() - t:.0f} s, ground truth {path}")
+    return manifest.to_dict()
+
+
+def pin_rule(row: dict) -> tuple[str, str, float] | None:
+    """(condition, operator, threshold) the product pins for a scan row (scans.pin_finding)."""
+    if row.get("median_before") is None or row.get("median_control") is None:
+        return None
+    before, control = float(row["median_before"]), float(row["median_control"])
+    higher = before >= control
+    condition = "rate" if catalog.get(row["metric"]).is_counter else "threshold"
+    return condition, ">" if higher else "<", float(f"{(before + control) / 2:.4g}")
+
+
+def _outcome_causes(manifest: dict, outcome: signal_test.Outcome) -> set[str]:
+    """Causes whose interruptions the outcome catches (by the manifest's ground truth)."""
+    out = set()
+    for f in manifest["failures"]:
+        if not f.get("interrupted_job"):
+            continue
+        if outcome.xids and set(f.get("xids") or ()) & set(outcome.xids):
+            out.add(f["cause"])
+        elif outcome.states and f.get("job_state") in outcome.states:
+            out.add(f["cause"])
+    return out
+
+
+def run(options: dict, progress) -> dict:
+    cfg_store = store.config()
+    migrate.migrate(store.get_client(), migrate.Target(cluster=cfg_store.cluster, ttl_days=cfg_store.ttl_days),
+                    log=progress)
+    days = float(options.get("days") or 14)
+    start = (datetime.now(timezone.utc) - timedelta(days=days)).replace(hour=0, minute=0, second=0, microsecond=0)
+    wanted = _config(options, start)
+    manifest = None if options.get("rebuild") else _existing(wanted)
+    built = manifest is None
+    if built:
+        manifest = _build(wanted, progress)
+    total = _count("SELECT count() FROM samples")
+    min_samples = int(options.get("min_samples") if options.get("min_samples") is not None else MIN_SAMPLES)
+    if total < min_samples:
+        raise RuntimeError(f"bench analysis: only {total:,} samples in the store (want >= {min_samples:,}); "
+                           "a bigger --hosts/--days, or --min-samples for a small run")
+    lead_s = int(float(options.get("lead_hours") or 6.0) * 3600)
+
+    classes = sorted({f["cause"] for f in manifest["failures"] if f["has_precursor"] and f["cause"] in OUTCOMES})
+    scans: dict[str, dict] = {}
+    scan_seconds: dict[str, float] = {}
+    for cause in classes:
+        text = OUTCOMES[cause]
+        if text in scans:
+            continue
+        progress(f"bench analysis: scanning before {text} ({cause})")
+        t = time.perf_counter()
+        scans[text] = signal_scan.scan(signal_test.parse_outcome(text), lead_s, clusters=[CLUSTER])
+        scan_seconds[text] = time.perf_counter() - t
+        progress(f"bench analysis: scan before {text}: {scan_seconds[text]:.0f} s, "
+                 f"{scans[text]['metrics_tested']} metrics tested")
+
+    per_class = []
+    for cause in classes:
+        text = OUTCOMES[cause]
+        result = scans[text]
+        rows = result["rows"]
+        true_metric = TRUE_PRECURSOR[cause]
+        rank = next((i + 1 for i, r in enumerate(rows) if r["metric"] == true_metric), None)
+        row = rows[rank - 1] if rank else None
+        conf_ranks = [i + 1 for i, r in enumerate(rows) if r["metric"] in WORKLOAD_METRICS]
+        fails = [f for f in manifest["failures"] if f["cause"] == cause]
+        entry = {
+            "class": cause, "outcome": text, "failures": len(fails),
+            "with_precursor": sum(1 for f in fails if f["has_precursor"]),
+            "interrupted_jobs": sum(1 for f in fails if f.get("interrupted_job")),
+            "outcome_interruptions": result["outcome_interruptions"], "true_precursor": true_metric,
+            "rank": rank, "auc": row and row["auc"], "q": row and row["q"],
+            "median_before": row and row["median_before"], "median_control": row and row["median_control"],
+            "top5": [(r["metric"], r["q"] and round(r["q"], 4)) for r in rows[:5]],
+            "first_confounder_rank": min(conf_ranks) if conf_ranks else None,
+            "hypothesis": None, "lift": None, "p": None, "recall": None, "precision": None,
+            "alarms": 0, "true_alarms": 0, "false_alarms_per_1000_node_days": None, "node_days": 0.0,
+        }
+        rule = pin_rule(row) if row else None
+        if rule:
+            condition, op, thr = rule
+            signal = signal_test.Signal(true_metric, condition, op, thr, lead_s)
+            progress(f"bench analysis: fleet test of {signal.text} against {text}")
+            res = signal_test.run(signal, signal_test.parse_outcome(text), clusters=[CLUSTER]).as_dict()
+            entry.update(hypothesis=signal.text, lift=res["lift"], p=res["p"], recall=res["recall"],
+                         precision=res["precision"], alarms=res["alarms"], true_alarms=res["true_alarms"],
+                         false_alarms_per_1000_node_days=res["false_alarms_per_1000_node_days"],
+                         node_days=res["node_days"], table=res["table"])
+        per_class.append(entry)
+
+    findings = false_findings = 0
+    for text, result in scans.items():
+        causes = _outcome_causes(manifest, signal_test.parse_outcome(text))
+        true_set = frozenset().union(*(TRUE_METRICS.get(c, frozenset()) for c in causes))
+        for r in result["rows"]:
+            if r["q"] is not None and r["q"] < Q_FINDING:
+                findings += 1
+                false_findings += r["metric"] not in true_set
+    tested = [c for c in per_class if c["lift"] is not None]
+    alarms = sum(c["alarms"] for c in per_class)
+    true_alarms = sum(c["true_alarms"] for c in per_class)
+    node_days = sum(c["node_days"] for c in per_class)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out = {
+        "classes_with_precursor": len(classes),
+        "scan_top3_recall": round(sum(1 for c in per_class if c["rank"] and c["rank"] <= 3) / len(classes), 3)
+        if classes else None,
+        "true_hypotheses_min_lift": round(min(c["lift"] for c in tested), 3) if tested else None,
+        "true_hypotheses_max_p": max(c["p"] for c in tested if c["p"] is not None) if tested else None,
+        "false_discovery_rate": round(false_findings / findings, 3) if findings else None,
+        "confounders_above_true": sum(1 for c in per_class if c["first_confounder_rank"] is not None
+                                      and (c["rank"] is None or c["first_confounder_rank"] < c["rank"])),
+        "alarm_precision": round(true_alarms / alarms, 4) if alarms else None,
+        "false_alarms_per_1000_node_days": round((alarms - true_alarms) / node_days * 1000, 2) if node_days else None,
+        "scan_seconds": round(max(scan_seconds.values()), 1) if scan_seconds else None,
+        "metrics_scanned": max((r["metrics_tested"] for r in scans.values()), default=0),
+        "samples_in_store": total,
+        "peak_rss_mb": round(peak, 1),
+        "samples_in_fleet": manifest["counts"]["samples"],
+        "findings_q_below_0_05": findings,
+        "true_hypotheses_tested": len(tested),
+        "lead_window_s": lead_s,
+        "built_this_run": built,
+        "fleet": {k: manifest["config"][k] for k in ("hosts", "days", "interval_s", "failure_scale", "seed")},
+        "classes": per_class,
+    }
+    if not options.get("keep", True):
+        _drop()
+        manifest_path().unlink(missing_ok=True)
+    return out

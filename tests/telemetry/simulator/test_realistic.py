@@ -1,0 +1,238 @@
+"""The realistic scenario, checked from the data in the store after it went through the writer:
+the healthy tail overlaps the weakest precursors, background XIDs exist, false alarms outnumber
+true precursors, Slurm's reason names no cause, a requeued job keeps its JobID, the haystack has
+over 150 metrics, values look like a real H100 fleet's. Rates and leads at any failure scale are
+checked on the generator's plan (no samples needed)."""
+from __future__ import annotations
+
+import hashlib
+import re
+import statistics
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from telemetry.simulator import Manifest, SimConfig, generate, realistic, simulate
+from telemetry.simulator.manifest import parse_iso
+
+START = datetime(2026, 10, 1, tzinfo=timezone.utc)
+CLUSTER = "realistic-test"
+
+
+def config(**kw) -> SimConfig:
+    return SimConfig(**{"hosts": 24, "days": 4, "interval_s": 900, "seed": 1, "start": START, "failure_scale": 20.0,
+                        "cluster": CLUSTER, "scenario": "realistic", **kw})
+
+
+def plan_only(cfg: SimConfig) -> Manifest:
+    """The manifest is complete before the first batch of samples: stop there."""
+    manifest = Manifest(config={})
+    for name, _ in generate(cfg, manifest):
+        if name == "events":
+            break
+    return manifest.to_dict()
+
+
+@pytest.fixture(scope="module")
+def fleet(telemetry_store):
+    for table in ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components"):
+        telemetry_store.command(f"ALTER TABLE {table} DELETE WHERE cluster = {{c:String}}", {"c": CLUSTER},
+                                tag="test")
+    manifest = simulate(config())
+    return manifest.to_dict(), telemetry_store
+
+
+def rows(store, sql, **params):
+    return store.query_rows(sql, {"c": CLUSTER, **params}, tag="test", timeout_s=120)
+
+
+INCREASE_SQL = (
+    "SELECT host, component, sum(greatest(value - pv, 0)) FROM ("
+    " SELECT host, component, value, lagInFrame(value, 1, value) OVER (PARTITION BY host, component ORDER BY ts "
+    " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS pv FROM samples WHERE cluster = {c:String} AND metric = {m:String} "
+    " AND ts >= {a:DateTime64(3)} AND ts < {b:DateTime64(3)}) GROUP BY host, component")
+
+
+def increases(store, metric, a, b) -> dict[tuple[str, str], float]:
+    return {(h, c): float(v) for h, c, v in rows(store, INCREASE_SQL, m=metric, a=a, b=b)}
+
+
+def test_the_noisiest_healthy_parts_trickle_more_than_the_weakest_precursors(fleet):
+    manifest, store = fleet
+    span = (START, datetime(2026, 10, 5, tzinfo=timezone.utc))
+    counters = {"gpu.ecc.dram_sbe_volatile", "gpu.ecc.sram_sbe_volatile", "gpu.pcie.replay", "nvlink.crc_flit_errors",
+                "net.symbol_errors", "gpu.pcie.correctable_errors", "nvlink.replay_errors"}
+    injected = {(s["metric"], s["host"], s["component"]) for s in
+                (s for item in manifest["failures"] + manifest["false_alarms"] for s in item["signals"])}
+    precursor_per_day = []
+    for f in manifest["failures"]:
+        for s in f["signals"]:
+            if s["metric"] in counters:
+                a, b = parse_iso(s["onset"]), parse_iso(s["end"])
+                days = max((b - a).total_seconds(), 3600) / 86400
+                inc = increases(store, s["metric"], a, b).get((s["host"], s["component"]), 0.0)
+                precursor_per_day.append(inc / days)
+    assert len(precursor_per_day) >= 2, "the test fleet needs a few counter precursors"
+    healthy_per_day = []
+    for metric in counters:
+        for (h, c), inc in increases(store, metric, *span).items():
+            if (metric, h, c) not in injected:
+                healthy_per_day.append(inc / 4.0)
+    assert len(healthy_per_day) > 500
+    noisiest = np.percentile(healthy_per_day, 99)
+    assert noisiest > min(precursor_per_day), (noisiest, sorted(precursor_per_day))
+    # and the tail is a tail: 10+ events a day on a few percent of parts, not on most
+    share = np.mean(np.asarray(healthy_per_day) >= 10)
+    assert 0.005 < share < 0.08, share
+    assert np.median(healthy_per_day) < 1
+
+
+def test_error_counters_start_at_totals_consistent_with_uptime(fleet):
+    _, store = fleet
+    (nonzero, total), = rows(store, "SELECT countIf(v > 0), count() FROM (SELECT host, component, argMin(value, ts) AS v "
+                                    "FROM samples WHERE cluster = {c:String} AND metric = 'gpu.ecc.sbe_aggregate' "
+                                    "GROUP BY host, component)")
+    assert total == 24 * 8 and nonzero / total > 0.5
+
+
+def test_healthy_gpus_log_background_xids(fleet):
+    manifest, store = fleet
+    failures = [(f["host"], parse_iso(f["t0"]).timestamp()) for f in manifest["failures"]]
+    xids = rows(store, "SELECT host, component, code, toUnixTimestamp(ts) FROM events "
+                       "WHERE cluster = {c:String} AND kind = 'xid'")
+    background = [(h, c, code) for h, c, code, t in xids
+                  if not any(h == fh and abs(t - ft) < 900 for fh, ft in failures)]
+    codes = {code for _, _, code in background}
+    assert len(background) >= 10
+    assert codes & {13, 31, 43} and 45 in codes, codes
+
+
+def test_false_alarm_episodes_outnumber_true_precursors_in_the_data(fleet):
+    manifest, store = fleet
+
+    def visible(signal) -> bool:
+        """The signal shows in the data: events logged, a counter moving, a flag set, a gauge off."""
+        a, b = parse_iso(signal["onset"]), parse_iso(signal["end"])
+        if signal["metric"].startswith("event:"):
+            return bool(rows(store, "SELECT count() FROM events WHERE cluster = {c:String} AND host = {h:String} "
+                                    "AND component = {k:String} AND ts >= {a:DateTime64(3)} AND ts <= {b:DateTime64(3)}",
+                             h=signal["host"], k=signal["component"], a=a, b=b)[0][0])
+        (lo, hi, n), = rows(store, "SELECT min(value), max(value), count() FROM samples WHERE cluster = {c:String} "
+                                   "AND metric = {m:String} AND host = {h:String} AND component = {k:String} "
+                                   "AND ts >= {a:DateTime64(3)} AND ts <= {b:DateTime64(3)}", m=signal["metric"],
+                            h=signal["host"], k=signal["component"], a=a, b=b)
+        return n > 0 and hi > lo if signal["shape"] != "flag" else n > 0 and hi == 1.0
+
+    true = sum(1 for f in manifest["failures"] if f["has_precursor"] and any(visible(s) for s in f["signals"]))
+    false = sum(1 for a in manifest["false_alarms"] if any(visible(s) for s in a["signals"]))
+    assert true >= 1 and false > true, (true, false)
+    # a pending row remap of a false alarm stays until the host reboots: never back to 0 without one
+    flags = [s for a in manifest["false_alarms"] for s in a["signals"] if s["metric"] == "gpu.row_remap.pending"]
+    for s in flags:
+        values = [v for _, v in rows(store, "SELECT ts, value FROM samples WHERE cluster = {c:String} AND host = {h:String} "
+                                            "AND component = {k:String} AND metric = 'gpu.row_remap.pending' "
+                                            "AND ts >= {a:DateTime64(3)} AND ts < {b:DateTime64(3)} ORDER BY ts",
+                                     h=s["host"], k=s["component"], a=parse_iso(s["onset"]), b=parse_iso(s["end"]))]
+        assert values and min(values) == 1.0
+
+
+CAUSE_WORDS = re.compile(r"ecc|nccl|loss|diverg|thermal|xid|fan|psu|power|link|gpu|not responding|drain|maint|"
+                         r"watchdog|memory|nic|network|timeout|checksum|storage|sram|hbm", re.I)
+
+
+def test_no_reason_names_a_cause_as_slurm_reports_none(fleet):
+    _, store = fleet
+    reasons = {r for r, in rows(store, "SELECT DISTINCT reason FROM jobs WHERE cluster = {c:String}")}
+    assert reasons and not [r for r in reasons if CAUSE_WORDS.search(r)], reasons
+    states = {s for s, in rows(store, "SELECT DISTINCT state FROM jobs WHERE cluster = {c:String}")}
+    assert states & {"FAILED", "NODE_FAIL", "TIMEOUT", "REQUEUED"}
+
+
+def test_a_requeued_job_keeps_its_jobid(fleet):
+    manifest, store = fleet
+    starts = rows(store, "SELECT attributes['job_id'] AS j, countDistinct(ts), "
+                         "countIf(attributes['state'] IN ('NODE_FAIL', 'REQUEUED')) FROM events "
+                         "WHERE cluster = {c:String} AND kind = 'job_state' AND attributes['state'] != '' GROUP BY j "
+                         "HAVING uniqExactIf(ts, attributes['state'] = 'RUNNING') >= 2")
+    requeued = [j for j, _, interrupted in starts if interrupted]
+    assert requeued, "the test fleet has no requeued job"
+    assert {r["job_id"] for r in manifest["requeued_runs"]} >= set(requeued)
+    in_jobs = {j for j, in rows(store, "SELECT DISTINCT job_id FROM jobs WHERE cluster = {c:String}")}
+    assert set(requeued) <= in_jobs
+
+
+def test_the_haystack_has_over_150_metrics_on_every_layer(fleet):
+    _, store = fleet
+    metrics = {m for m, in rows(store, "SELECT DISTINCT metric FROM samples WHERE cluster = {c:String}")}
+    assert len(metrics) >= 150, len(metrics)
+    assert {m.split(".")[0] for m in metrics} >= {"gpu", "nvlink", "nvswitch", "net", "ib", "storage", "power",
+                                                  "cooling", "host", "job"}
+    links = rows(store, "SELECT uniqExact(component) FROM samples WHERE cluster = {c:String} "
+                        "AND metric = 'nvlink.crc_flit_errors'")[0][0]
+    assert links == 8 * 18
+
+
+def test_values_look_like_a_real_fleet(fleet):
+    _, store = fleet
+    (p_max, at_limit, n), = rows(store, "SELECT max(value), countIf(value = 700), count() FROM samples "
+                                        "WHERE cluster = {c:String} AND metric = 'gpu.power_instant'")
+    assert p_max > 700 and at_limit / n < 0.01
+    (sd,), = rows(store, "SELECT stddevPop(m.value - g.value) FROM samples AS m INNER JOIN samples AS g "
+                         "ON m.host = g.host AND m.component = g.component AND m.ts = g.ts "
+                         "WHERE m.cluster = {c:String} AND g.cluster = {c:String} AND m.metric = 'gpu.mem_temp' "
+                         "AND g.metric = 'gpu.temp'")
+    assert sd > 1.5
+    (clocks,), = rows(store, "SELECT uniqExact(value) FROM samples WHERE cluster = {c:String} "
+                             "AND metric = 'gpu.sm_clock' AND value > 1000")
+    assert clocks > 10
+    (fec,), = rows(store, "SELECT median(r) FROM (SELECT host, component, (max(value) - min(value)) / "
+                          "greatest(dateDiff('second', min(ts), max(ts)), 1) AS r FROM samples WHERE cluster = {c:String} "
+                          "AND metric = 'net.fec_corrected' GROUP BY host, component)")
+    assert 1e3 <= fec <= 1e6
+    idle = rows(store, "SELECT uniqExact(value) FROM samples WHERE cluster = {c:String} AND metric = 'gpu.power' "
+                       "AND value < 100")[0][0]
+    assert idle > 50
+
+
+def test_the_realised_failure_rate_stays_nominal_and_leads_do_not_shrink_with_scale():
+    low = plan_only(config(hosts=48, days=30, interval_s=300, failure_scale=20.0, seed=11))
+    high = plan_only(config(hosts=48, days=30, interval_s=300, failure_scale=500.0, seed=11))
+    for m in (low, high):
+        ratio = m["rates"]["realised_failures_per_up_host_day"] / m["rates"]["nominal_failures_per_host_day"]
+        assert 0.8 < ratio < 1.25, (m["config"]["failure_scale"], ratio)
+    leads = [statistics.median(f["precursor"]["lead_h"] for f in m["failures"] if f["has_precursor"]) for m in (low, high)]
+    assert 0.6 < leads[1] / leads[0] < 1.6, leads
+    # false alarms are a fleet rate per host-day: the same at both scales within noise
+    assert abs(len(low["false_alarms"]) - len(high["false_alarms"])) < 0.35 * len(low["false_alarms"])
+    hw = low["rates"]
+    assert 0.3 <= hw["hardware_failures_without_precursor"] / hw["hardware_failures"] <= 0.5
+    assert 3 <= hw["false_alarm_episodes"] / hw["precursors"] <= 5.5
+
+
+def test_every_injection_is_in_the_manifest():
+    m = plan_only(config(hosts=24, days=6, interval_s=3600, failure_scale=20.0, seed=3))
+    assert m["scenario"] == "realistic" and m["confounders"] and m["lemons"] and m["correlated_events"]
+    for f in m["failures"]:
+        assert {"cause", "component", "t0", "has_precursor", "precursor", "signals", "xids"} <= set(f)
+        if f["has_precursor"]:
+            assert {"metric", "onset", "shape", "strength", "lead_h"} <= set(f["precursor"])
+    kinds = {c["kind"] for c in m["confounders"]}
+    assert {"firmware_over_representation", "heavy_phase_before_failure"} <= kinds
+    fw = next(c for c in m["confounders"] if c["kind"] == "firmware_over_representation")
+    assert fw["causal"] is False and fw["failure_share"] > fw["host_share"]
+
+
+def test_the_same_seed_gives_the_same_fleet():
+    def digest(cfg):
+        h = hashlib.sha256()
+        for name, table in generate(cfg):
+            h.update(name.encode() + str(table.num_rows).encode())
+            for col in table.columns:
+                h.update(np.asarray(col.to_numpy(zero_copy_only=False)).tobytes() if col.type == "double"
+                         else str(col.slice(0, 200).to_pylist()).encode())
+        return h.hexdigest()
+
+    cfg = config(hosts=4, days=0.25, interval_s=600)
+    assert digest(cfg) == digest(cfg)
+    assert digest(cfg) != digest(config(hosts=4, days=0.25, interval_s=600, seed=6))

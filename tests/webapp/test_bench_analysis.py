@@ -1,0 +1,72 @@
+"""`bench analysis` end to end on a small realistic fleet: it builds the fleet, scans each class
+with a precursor, tests each class's true precursor with the product's pin rule, and prints every
+key the issue asks for with sane values. (The real run needs >= 100 M samples: minutes.)"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+
+from webapp.benchmarks import analysis
+
+KEYS = ("classes_with_precursor", "scan_top3_recall", "true_hypotheses_min_lift", "true_hypotheses_max_p",
+        "false_discovery_rate", "confounders_above_true", "alarm_precision", "false_alarms_per_1000_node_days",
+        "scan_seconds", "metrics_scanned", "samples_in_store", "peak_rss_mb")
+
+
+@pytest.fixture(scope="module")
+def result(telemetry_store, tmp_path_factory, django_db_blocker):
+    from django.test import override_settings
+
+    with override_settings(DATA_DIR=tmp_path_factory.mktemp("data")):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):  # --json writes one line to sys.stdout
+            call_command("bench", "analysis", "--json", "--hosts", "8", "--days", "4", "--interval", "900",
+                         "--failure-scale", "200", "--min-samples", "0", "--rebuild", "--no-keep")
+        return json.loads(out.getvalue().strip().splitlines()[-1])
+
+
+def test_it_prints_every_key_with_sane_values(result):
+    for key in KEYS:
+        assert key in result, key
+    n = result["classes_with_precursor"]
+    assert n >= 2 and len(result["classes"]) == n
+    assert 0 <= result["scan_top3_recall"] <= 1
+    assert result["false_discovery_rate"] is None or 0 <= result["false_discovery_rate"] <= 1
+    assert 0 <= result["confounders_above_true"] <= n
+    assert result["metrics_scanned"] >= 150
+    assert result["samples_in_store"] >= result["samples_in_fleet"] > 1_000_000
+    assert result["scan_seconds"] > 0 and result["peak_rss_mb"] > 50
+    assert result["built_this_run"] is True
+    for c in result["classes"]:
+        assert c["outcome"] == analysis.OUTCOMES[c["class"]]
+        assert c["rank"] is None or c["rank"] >= 1
+        if c["lift"] is not None:
+            assert c["lift"] > 0 and 0 <= c["p"] <= 1 and c["hypothesis"].startswith(c["true_precursor"])
+    if result["true_hypotheses_tested"]:
+        assert result["true_hypotheses_min_lift"] == pytest.approx(min(c["lift"] for c in result["classes"]
+                                                                       if c["lift"] is not None), rel=1e-3)
+
+
+def test_no_keep_leaves_nothing_behind(result, telemetry_store):
+    left = telemetry_store.query_rows("SELECT count() FROM samples WHERE cluster = {c:String}", {"c": analysis.CLUSTER},
+                                      tag="test")[0][0]
+    assert left == 0
+
+
+def test_the_pin_rule_is_the_products(db, investigator):
+    """The bench pins as the scan page does: same threshold, operator and condition."""
+    from investigations.models import BackgroundJob
+    from investigations.services import scans
+
+    rows = [{"metric": "gpu.pcie.replay", "median_before": 0.5, "median_control": 0.01, "auc": 0.8, "q": 0.01},
+            {"metric": "cooling.fan_rpm", "median_before": 4100.0, "median_control": 7300.0, "auc": 0.3, "q": 0.2}]
+    job = BackgroundJob.objects.create(kind=scans.SCAN_KIND, state=BackgroundJob.State.SUCCEEDED,
+                                       params={"outcome": "XID 79", "lead_window_s": 21600},
+                                       result={"outcome": "XID 79", "rows": rows})
+    for row in rows:
+        h = scans.pin_finding(investigator, job, row["metric"])
+        assert analysis.pin_rule(row) == (h.condition, h.operator, h.threshold)
