@@ -3,7 +3,7 @@ precursor, and does the fleet test of the finding hold up?
 
 Builds once (and reuses; ``--rebuild`` regenerates, ``--no-keep`` deletes it afterwards) a fleet of
 the simulator's ``realistic`` scenario in its own cluster ``bench-analysis`` — by default 48 hosts x
-14 days at 300 s, failure scale 20: ~178 M samples — through the normal writer, with its
+10 days at 300 s, failure scale 20: ~127 M samples — through the normal writer, with its
 ground-truth manifest beside it (``<PRECURSOR_DATA_DIR>/ground-truth/bench-analysis.json``).
 
 Then, for every root-cause class that has precursors in the manifest:
@@ -61,9 +61,10 @@ MIN_SAMPLES = 100_000_000
 Q_FINDING = 0.05
 
 # The outcome form the product offers for each class (telemetry.queries.signal_test.parse_outcome):
-# its terminal XIDs where it has them, else the Slurm state its interrupted jobs end in.
-OUTCOMES = {"faulty_gpu": "XID 74/79", "hbm3": "XID 94/95", "gpu_sram": "XID 48", "network": "FAILED",
-            "nic": "FAILED", "thermal": "NODE_FAIL", "psu": "NODE_FAIL"}
+# its terminal XIDs where it has them, a link-down at t0 for the network classes, else the Slurm
+# state its interrupted jobs end in.
+OUTCOMES = {"faulty_gpu": "XID 74/79", "hbm3": "XID 94/95", "gpu_sram": "XID 48", "network": "link down",
+            "nic": "link down", "thermal": "NODE_FAIL", "psu": "NODE_FAIL"}
 # counters that count the same events as a chain metric (the simulator writes them together)
 MIRRORS = {
     "gpu.ecc.dram_sbe_volatile": ("gpu.ecc.sbe_volatile", "gpu.ecc.sbe_aggregate", "gpu.retired_pages.sbe"),
@@ -84,7 +85,7 @@ WORKLOAD_METRICS = frozenset(m for m, _ in SERIES if m not in ERROR_FAMILY and m
 
 def add_arguments(parser) -> None:
     parser.add_argument("--hosts", type=int, default=48, help="hosts of the fleet (default %(default)s)")
-    parser.add_argument("--days", type=float, default=14.0, help="days of the fleet (default %(default)s)")
+    parser.add_argument("--days", type=float, default=10.0, help="days of the fleet (default %(default)s)")
     parser.add_argument("--interval", type=int, default=300, help="seconds between samples (default %(default)s)")
     parser.add_argument("--failure-scale", type=float, default=20.0, help="x Llama 3 rate (default %(default)s)")
     parser.add_argument("--seed", type=int, default=1)
@@ -97,7 +98,7 @@ def add_arguments(parser) -> None:
 
 
 def _config(options: dict, start: datetime) -> SimConfig:
-    return SimConfig(hosts=int(options.get("hosts") or 48), days=float(options.get("days") or 14),
+    return SimConfig(hosts=int(options.get("hosts") or 48), days=float(options.get("days") or 10),
                      interval_s=int(options.get("interval") or 300), seed=int(options.get("seed") or 1),
                      failure_scale=float(options.get("failure_scale") if options.get("failure_scale") is not None else 20),
                      start=start, cluster=CLUSTER, scenario="realistic")
@@ -151,12 +152,17 @@ def _build(cfg: SimConfig, progress) -> dict:
 
 
 def pin_rule(row: dict) -> tuple[str, str, float] | None:
-    """(condition, operator, threshold) the product pins for a scan row (scans.pin_finding)."""
+    """(condition, operator, threshold) the product pins for a scan row (scans.pin_finding): the
+    midpoint of the medians; the operator from the metric's bad direction (the medians' side for
+    a metric without one); None where the product refuses (no medians, or the good direction)."""
     if row.get("median_before") is None or row.get("median_control") is None:
         return None
+    m = catalog.get(row["metric"])
     before, control = float(row["median_before"]), float(row["median_control"])
-    higher = before >= control
-    condition = "rate" if catalog.get(row["metric"]).is_counter else "threshold"
+    higher = {"up": True, "down": False}.get(m.bad, before >= control)
+    if m.bad in ("up", "down") and (before < control if higher else before > control):
+        return None
+    condition = "rate" if m.is_counter else "threshold"
     return condition, ">" if higher else "<", float(f"{(before + control) / 2:.4g}")
 
 
@@ -170,6 +176,8 @@ def _outcome_causes(manifest: dict, outcome: signal_test.Outcome) -> set[str]:
             out.add(f["cause"])
         elif outcome.states and f.get("job_state") in outcome.states:
             out.add(f["cause"])
+        elif getattr(outcome, "events", ()) and "link_down" in outcome.events and f["cause"] in ("network", "nic"):
+            out.add(f["cause"])
     return out
 
 
@@ -177,7 +185,7 @@ def run(options: dict, progress) -> dict:
     cfg_store = store.config()
     migrate.migrate(store.get_client(), migrate.Target(cluster=cfg_store.cluster, ttl_days=cfg_store.ttl_days),
                     log=progress)
-    days = float(options.get("days") or 14)
+    days = float(options.get("days") or 10)
     start = (datetime.now(timezone.utc) - timedelta(days=days)).replace(hour=0, minute=0, second=0, microsecond=0)
     wanted = _config(options, start)
     manifest = None if options.get("rebuild") else _existing(wanted)

@@ -26,6 +26,42 @@ signal::
            "explanation"}
       ]
     }
+
+The ``realistic`` scenario (``"scenario": "realistic"``, see ``telemetry.simulator.realistic``)
+writes the same ``format``, ``config`` (plus ``scenario``), ``counts`` (plus ``failures``,
+``job_runs``, ``confounders``), ``cause_weights``, and instead of ``red_herrings``::
+
+      "failures": [{
+          "id", "cause", "host", "component", "t0",
+          "job_id": "..." | null,                 # null: the host failed while idle (drained, no job lost)
+          "job_run": 0 | 1 | ...,                 # run of that JobID (Slurm requeues keep the JobID)
+          "job_state", "exit_code", "interrupted_job": bool,
+          "lemon": bool, "correlated_event": "C001" | null, "down_until", "xids": [94],
+          "has_precursor": bool,
+          "precursor": null | {"metric", "onset", "lead_h", "shape": "ramp|plateau|intermittent",
+                               "strength": 0..1},  # onset may precede the data (long leads)
+          "signals": [{"metric" | "event:xid" | "event:link_down", "host", "component",
+                       "shape": "ramp|plateau|intermittent|flag|flaps|event", "onset", "end",
+                       "magnitude"?,             # events/day at the peak, offset, factor, flap count
+                       "peak"?, "code"?}]
+      }],
+      "false_alarms": [{"id": "A0001", "like_cause", "host", "component", "onset", "end", "shape",
+                        "strength", "metric", "signals": [...]}],
+      "confounders": [
+          {"kind": "heavy_phase_before_failure" | "checkpoint_before_failure", "failure_id", "job_id",
+           "hosts", "start", "end", "t0", "causal": false},
+          {"kind": "firmware_over_representation", "firmware", "host_share", "failure_share",
+           "causal": false, "explanation"},
+          {"kind": "temperature_follows_load", "causal": false, "explanation"}],
+      "lemons": [{"host", "hazard", "failures"}],
+      "correlated_events": [{"id", "kind": "leaf_switch_reboot" | "rack_pdu_trip", "where", "cause",
+                             "t0", "hosts"}],
+      "true_precursor": {"hbm3": "gpu.ecc.dram_sbe_volatile", ...},   # first metric of each chain
+      "requeued_runs": [{"job_id", "run", "start"}],
+      "background": {"xids_on_healthy_gpus": {"13": n, ...}, "link_flaps": n},
+      "rates": {"nominal_failures_per_host_day", "realised_failures_per_up_host_day",
+                "interruptions_per_host_day", "false_alarms_per_host_day", "hardware_failures",
+                "hardware_failures_without_precursor", "precursors", "false_alarm_episodes"}
 """
 from __future__ import annotations
 

@@ -339,7 +339,9 @@ def _schedule(topo, horizon: float, scale: float, rng) -> Plan:
             if remaining > 600:
                 if spec["requeue"] and cause.state in ("NODE_FAIL", "REQUEUED"):
                     # Slurm requeues it: same JobID, back to pending, the next run starts later
-                    queue.insert(0, dict(spec, work_s=remaining, run=spec["run"] + 1))
+                    # (slurmdbd records each run with its own Submit time: the requeue)
+                    queue.insert(0, dict(spec, work_s=remaining, run=spec["run"] + 1,
+                                         submit_s=f.t0_s + float(rng.uniform(1, 30))))
                 else:
                     delay = float(rng.uniform(1, 8) * 3600 if cause.name in SOFTWARE else rng.uniform(300, 3600))
                     queue.insert(0, dict(spec, work_s=remaining, submit_s=f.t0_s + delay, job_id=None, run=0))
@@ -661,7 +663,7 @@ def _terminal(P: _Planner, f: RFailure, entry: dict, rng) -> None:
                              f"NumelIn={int(rng.choice([262144, 1048576, 67108864]))}, NumelOut=..., "
                              f"Timeout(ms)=600000) ran for {600000 + int(rng.integers(1, 4000))} milliseconds before timing out.",
                              {"job_id": job.job_id}))
-    if name == "network" and f.component in topology.BACKEND_NICS:
+    if name in ("network", "nic") and f.component in topology.BACKEND_NICS:
         P.flap_events(h, f.component, f.t0_s - float(rng.uniform(1, 30)))
         k = P.step(f.t0_s)
         if 0 < k <= P.T:
@@ -750,10 +752,10 @@ def _ms(cfg, t_s):
 
 
 def _jobs_tables(cfg, topo, plan: Plan) -> tuple[pa.Table, pa.Table]:
-    """One row per run, as ``sacct -D`` lists them: a requeued job's runs share the JobID. The
-    row's version is when sacct last saw the run in that state (its end, or the end of the
-    horizon for a running job). ``jobs`` is keyed by (cluster, job_id), so the store keeps the
-    newest run of a JobID: the interrupted runs of requeued jobs survive only in the events."""
+    """One row per run, as ``sacct -D`` lists them: a requeued job's runs share the JobID and each
+    has its own Submit time, which the store keys runs by (``run_ts``, migration 0007). The row's
+    version is when sacct last saw the run in that state (its end, or the end of the horizon for
+    a running job)."""
     names = topo.names
     horizon_ms = _ms(cfg, cfg.steps * cfg.interval_s)
     jobs = plan.jobs

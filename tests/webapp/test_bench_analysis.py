@@ -67,6 +67,15 @@ def test_the_pin_rule_is_the_products(db, investigator):
     job = BackgroundJob.objects.create(kind=scans.SCAN_KIND, state=BackgroundJob.State.SUCCEEDED,
                                        params={"outcome": "XID 79", "lead_window_s": 21600},
                                        result={"outcome": "XID 79", "rows": rows})
-    for row in rows:
-        h = scans.pin_finding(investigator, job, row["metric"])
-        assert analysis.pin_rule(row) == (h.condition, h.operator, h.threshold)
+    h = scans.pin_finding(investigator, job, "gpu.pcie.replay")
+    assert analysis.pin_rule(rows[0]) == (h.condition, h.operator, h.threshold)
+    # a fan running slower before failures is its bad direction: pinned with "<"
+    h = scans.pin_finding(investigator, job, "cooling.fan_rpm")
+    assert analysis.pin_rule(rows[1]) == (h.condition, h.operator, h.threshold) == ("threshold", "<", 5700.0)
+    # the good direction is refused by both
+    good = {"metric": "gpu.ecc.sbe_volatile", "median_before": 0.0, "median_control": 0.2, "auc": 0.4, "q": 0.5}
+    job.result = {"outcome": "XID 79", "rows": rows + [good]}
+    job.save()
+    with pytest.raises(ValueError):
+        scans.pin_finding(investigator, job, "gpu.ecc.sbe_volatile")
+    assert analysis.pin_rule(good) is None
