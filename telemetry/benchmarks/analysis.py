@@ -16,7 +16,7 @@ Then, for every root-cause class that has precursors in the manifest:
    chain in the simulator): the threshold midway between the medians before the outcome and in
    the controls, ``>`` when before is higher, ``rate`` for counters and ``threshold`` for gauges
    (``investigations.services.scans.pin_finding``);
-3. the product's fleet test of that hypothesis (``telemetry.queries.signal_test.run``).
+3. the product's fleet test of that hypothesis (``telemetry.queries.fleet_test.run``).
 
 Printed figures (``--json``: one object):
 
@@ -46,10 +46,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from django.conf import settings
-
 from telemetry import catalog, migrate, store
-from telemetry.queries import signal_scan, signal_test
+from telemetry.queries import fleet_test, signal_scan, windows
 from telemetry.simulator import SimConfig, simulate
 from telemetry.simulator.haystack import ERROR_FAMILY, SERIES
 from telemetry.simulator.manifest import Manifest
@@ -60,7 +58,7 @@ TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "ho
 MIN_SAMPLES = 100_000_000
 Q_FINDING = 0.05
 
-# The outcome form the product offers for each class (telemetry.queries.signal_test.parse_outcome):
+# The outcome form the product offers for each class (telemetry.queries.windows.parse_outcome):
 # its terminal XIDs where it has them, a link-down at t0 for the network classes, else the Slurm
 # state its interrupted jobs end in.
 OUTCOMES = {"faulty_gpu": "XID 74/79", "hbm3": "XID 94/95", "gpu_sram": "XID 48", "network": "link down",
@@ -105,6 +103,8 @@ def _config(options: dict, start: datetime) -> SimConfig:
 
 
 def manifest_path() -> Path:
+    from django.conf import settings  # the bench runs under manage.py; the data dir is the project's
+
     return Path(settings.DATA_DIR) / "ground-truth" / f"{CLUSTER}.json"
 
 
@@ -166,7 +166,7 @@ def pin_rule(row: dict) -> tuple[str, str, float] | None:
     return condition, ">" if higher else "<", float(f"{(before + control) / 2:.4g}")
 
 
-def _outcome_causes(manifest: dict, outcome: signal_test.Outcome) -> set[str]:
+def _outcome_causes(manifest: dict, outcome: windows.Outcome) -> set[str]:
     """Causes whose interruptions the outcome catches (by the manifest's ground truth)."""
     out = set()
     for f in manifest["failures"]:
@@ -208,7 +208,7 @@ def run(options: dict, progress) -> dict:
             continue
         progress(f"bench analysis: scanning before {text} ({cause})")
         t = time.perf_counter()
-        scans[text] = signal_scan.scan(signal_test.parse_outcome(text), lead_s, clusters=[CLUSTER])
+        scans[text] = signal_scan.scan(windows.parse_outcome(text), lead_s, clusters=[CLUSTER])
         scan_seconds[text] = time.perf_counter() - t
         progress(f"bench analysis: scan before {text}: {scan_seconds[text]:.0f} s, "
                  f"{scans[text]['metrics_tested']} metrics tested")
@@ -238,9 +238,9 @@ def run(options: dict, progress) -> dict:
         rule = pin_rule(row) if row else None
         if rule:
             condition, op, thr = rule
-            signal = signal_test.Signal(true_metric, condition, op, thr, lead_s)
+            signal = fleet_test.Signal(true_metric, condition, op, thr, lead_s)
             progress(f"bench analysis: fleet test of {signal.text} against {text}")
-            res = signal_test.run(signal, signal_test.parse_outcome(text), clusters=[CLUSTER]).as_dict()
+            res = fleet_test.run(signal, windows.parse_outcome(text), clusters=[CLUSTER]).as_dict()
             entry.update(hypothesis=signal.text, lift=res["lift"], p=res["p"], recall=res["recall"],
                          precision=res["precision"], alarms=res["alarms"], true_alarms=res["true_alarms"],
                          false_alarms_per_1000_node_days=res["false_alarms_per_1000_node_days"],
@@ -249,7 +249,7 @@ def run(options: dict, progress) -> dict:
 
     findings = false_findings = 0
     for text, result in scans.items():
-        causes = _outcome_causes(manifest, signal_test.parse_outcome(text))
+        causes = _outcome_causes(manifest, windows.parse_outcome(text))
         true_set = frozenset().union(*(TRUE_METRICS.get(c, frozenset()) for c in causes))
         for r in result["rows"]:
             if r["q"] is not None and r["q"] < Q_FINDING:

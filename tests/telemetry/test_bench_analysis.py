@@ -10,7 +10,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from webapp.benchmarks import analysis
+from telemetry.benchmarks import analysis
 
 KEYS = ("classes_with_precursor", "scan_top3_recall", "true_hypotheses_min_lift", "true_hypotheses_max_p",
         "false_discovery_rate", "confounders_above_true", "alarm_precision", "false_alarms_per_1000_node_days",
