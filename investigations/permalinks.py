@@ -66,15 +66,19 @@ def parse_signals(raw: str | None) -> list[SignalSpec]:
     return out
 
 
+MIN_POINTS = 50
+MAX_POINTS = 2000  # the case page's script reads both from the overlay element's data attributes
+
+
 def parse_points(raw: str | None, default: int = 600) -> int:
-    """``n`` (points per series, from the chart's width), clamped to 50..2000."""
+    """``n`` (points per series, from the chart's width), clamped to MIN_POINTS..MAX_POINTS."""
     if raw is None:
         return default
     try:
         n = int(raw)
     except ValueError:
         raise InvalidSignal(f"n={raw!r}: expected a whole number of points") from None
-    return max(50, min(n, 2000))
+    return max(MIN_POINTS, min(n, MAX_POINTS))
 
 
 def signal_param(spec: SignalSpec) -> str:

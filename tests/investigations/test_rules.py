@@ -104,3 +104,32 @@ def test_a_fleet_test_job_names_its_hypothesis_by_a_key(investigator):
     assert list(fleet_test.fleet_tests_of(h)) == [job] and not fleet_test.fleet_tests_of(other).exists()
     assert records.latest_tests([h.pk, other.pk]) == {h.pk: records.latest_tests([h.pk])[h.pk]}
     assert records.latest_tests([h.pk])[h.pk]["job_id"] == job.pk
+
+
+def _number_input_bounds(html: str, name: str) -> tuple[float, float]:
+    import re
+
+    tag = re.search(rf'<input name="{name}"[^>]*>', html).group(0)
+    return float(re.search(r'min="([^"]+)"', tag).group(1)), float(re.search(r'max="([^"]+)"', tag).group(1))
+
+
+@pytest.mark.parametrize("page", ["jobs", "exports"])
+def test_the_lead_window_inputs_allow_what_the_server_accepts(page, investigator):
+    from django.urls import reverse
+
+    html = client_for(investigator).get(reverse(page)).content.decode()
+    low_h, high_h = _number_input_bounds(html, "lead_h")
+    # the browser's bounds sit inside the rule's, and within a second of them
+    assert 0 <= low_h * 3600 - rules.LEAD_WINDOW_MIN_S < 1
+    assert 0 <= rules.LEAD_WINDOW_MAX_S - high_h * 3600 < 1
+
+
+def test_the_case_script_clamps_points_to_the_servers_bounds(investigator):
+    from investigations import permalinks
+
+    case = make_case(investigator)
+    html = client_for(investigator).get(case.get_absolute_url()).content.decode()
+    assert f'data-min-points="{permalinks.MIN_POINTS}"' in html
+    assert f'data-max-points="{permalinks.MAX_POINTS}"' in html
+    assert permalinks.parse_points("1") == permalinks.MIN_POINTS
+    assert permalinks.parse_points("99999") == permalinks.MAX_POINTS

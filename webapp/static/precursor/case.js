@@ -8,6 +8,9 @@
   if (!overlayEl) return;
   const caseUrl = overlayEl.dataset.caseUrl;
   const dataUrl = overlayEl.dataset.url;
+  // points per series: the server's bounds (investigations.permalinks), handed over by the page
+  const minPoints = Number(overlayEl.dataset.minPoints);
+  const maxPoints = Number(overlayEl.dataset.maxPoints);
   const DEFAULT_W = [-21600, 900];
   const parse = (id) => JSON.parse(document.getElementById(id).textContent);
   const state = { w: parse("case-window"), s: parse("case-signals").map((x) => x.param) };
@@ -87,7 +90,7 @@
     const my = ++seq;
     overlayEl.dataset.state = "loading";
     setStatus("loading…");
-    const n = Math.max(100, Math.min(2000, Math.round(overlayEl.clientWidth || 800)));
+    const n = Math.max(minPoints, Math.min(maxPoints, Math.round(overlayEl.clientWidth || 800)));
     const url = `${dataUrl}?w=${state.w.join(",")}&s=${encodeURIComponent(state.s.join(","))}&n=${n}`;
     let resp, body;
     try {
