@@ -266,3 +266,31 @@ def events_weekly_bar(rows: Sequence[tuple[str, str, int]]) -> go.Figure:
     fig.update_layout(barmode="stack", height=220, margin={"l": 40, "r": 10, "t": 10, "b": 30},
                       template="plotly_white", legend={"orientation": "h", "y": -0.25})
     return fig
+
+
+CONTRASTS = (("healthy", "healthy parts at matched times"), ("siblings", "siblings in the same job"),
+             ("own_history", "the part's own earlier windows"))
+
+
+def scan_contrasts(rows: Sequence[dict]) -> go.Figure:
+    """Per finding, how strongly each contrast holds (−log10 p, side by side): against healthy
+    parts at the same time, against the sibling parts of the same job (the workload cancels), and
+    against the part's own past. A bar past the dashed line (p = 0.05) holds; a finding the
+    workload explains stands tall on the first and short on the second."""
+    rows = [r for r in rows if r.get("contrasts")][::-1]
+    fig = go.Figure()
+    for i, (key, label) in enumerate(CONTRASTS):
+        ps = [((r.get("contrasts") or {}).get(key) or {}).get("p") for r in rows]
+        fig.add_trace(go.Bar(
+            x=[-np.log10(max(p, 1e-12)) if p is not None else 0 for p in ps],
+            y=[html.escape(r["metric"]) + (" ⚑" if r.get("flags") else "") for r in rows],
+            orientation="h", name=label, marker_color=PALETTE[i % len(PALETTE)],
+            customdata=[[p if p is not None else float("nan")] for p in ps],
+            hovertemplate=f"%{{y}} — {label}: p %{{customdata[0]:.2g}}<extra></extra>",
+        ))
+    fig.add_vline(x=-np.log10(0.05), line={"color": "#5d6678", "dash": "dash"})
+    fig.update_layout(barmode="group", height=max(180, 40 * len(rows) + 80),
+                      margin={"l": 200, "r": 20, "t": 10, "b": 35}, template="plotly_white",
+                      legend={"orientation": "h", "y": -0.25}, bargap=0.2)
+    fig.update_xaxes(title_text="−log10 p of each contrast (dashed: p = 0.05)")
+    return fig

@@ -44,8 +44,15 @@ def _scan_view(r: dict) -> dict:
     rows = r.get("rows") or []
     tested = [row for row in rows if row.get("auc") is not None]
     figure = charts.scan_bars(tested[:20]).to_json() if tested else None
+    with_contrasts = [row for row in tested[:10] if r.get("components_named") and row.get("contrasts") and any(
+        (c or {}).get("p") is not None for c in row["contrasts"].values())]
+    caption = (f"where the outcome names the failing part ({r.get('components_named')} of "
+               f"{r.get('outcome_interruptions')}): each finding against healthy parts at the same time, the "
+               "sibling parts of the same job, and the part's own past (a finding must hold against all of "
+               "them; ⚑ flagged)")
     return {"r": r, "rows": rows, "figure": figure, "lead": fmt_offset(-int(r.get("lead_window_s") or 0)),
-            "significant": sum(1 for row in tested if row["q"] < 0.05)}
+            "contrasts_figure": charts.scan_contrasts(with_contrasts).to_json() if with_contrasts else None,
+            "contrasts_caption": caption, "significant": sum(1 for row in tested if row["q"] < 0.05)}
 
 
 def _fleet_test_view(job: BackgroundJob) -> dict:

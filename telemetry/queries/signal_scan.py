@@ -8,12 +8,14 @@ at the same time of day and as many healthy peers at the same time, matched on a
 hosts were running a job): workload-driven metrics — temperatures, power, traffic — differ
 between busy and idle hosts and would otherwise top the list.
 
-Per metric, the engine reduces the one-minute rollup to one value per (host, hour): the highest
-and the lowest over the host's components of the minute means (gauges) or of the reset-aware
-per-second rates between consecutive minutes (counters). A window's value is the worst over its
-hosts and hours in the catalog's bad direction (highest for ``up``; lowest for ``down``; for
-``none`` the highest — the scan then tests both ways). So one misbehaving GPU among 128 hosts
-counts, as it does for the people reading the case.
+Per metric, the engine reduces the one-minute rollup to one value per (host, minute): the
+highest and the lowest over the host's components of the minute means (gauges) or of the
+reset-aware per-second rates between consecutive minutes (counters). A window's value is the
+worst over its hosts and the minutes wholly inside it, in the catalog's bad direction (highest
+for ``up``; lowest for ``down``; for ``none`` the highest — the scan then tests both ways). So
+one misbehaving GPU among 128 hosts counts, as it does for the people reading the case. Only
+minutes inside [start, end) count: nothing at or after t0 (a fan spinning down once the job
+died) and nothing before the window, and every window covers the same number of minutes.
 
 Per metric, with B the window values before the outcome and C the control values:
 - ``auc`` = P(b > c) + ½·P(b = c) over all pairs (0.5: no difference; 1: every window before
@@ -34,7 +36,7 @@ import numpy as np
 from scipy.stats import false_discovery_control, mannwhitneyu
 
 from telemetry import catalog, store
-from telemetry.queries import windows
+from telemetry.queries import contrasts, windows
 from telemetry.queries.windows import COVERAGE_S, Outcome, hosts_of, metrics_present
 
 MIN_WINDOWS = 3
@@ -43,73 +45,81 @@ HOUR = COVERAGE_S
 
 _ROLLUP = windows.ROLLUP_SQL
 
-_GAUGE_HOURLY = (
-    "SELECT host, intDiv(toUnixTimestamp(ts), 3600) AS hr, max(v) AS vmax, min(v) AS vmin "
-    f"FROM (SELECT host, ts, s / n AS v FROM ({_ROLLUP}) WHERE n > 0) "
-    "GROUP BY host, hr ORDER BY host, hr")
+# Per (host, unit, minute), unit = the component up to its first '/' (gpu3/nvlink2 -> gpu3): the
+# highest and lowest of the minute means (gauges) or of the reset-aware per-second rates since the
+# previous minute (counters) over the unit's series.
+_UNIT = "splitByChar('/', component)[1]"
 
-_COUNTER_HOURLY = (
-    "SELECT host, intDiv(t, 3600) AS hr, max(r) AS vmax, min(r) AS vmin FROM ("
-    "  SELECT host, t, (v - pv) / (c - pc) AS r FROM ("
-    "    SELECT host, toUnixTimestamp(ts) AS t, hi AS v, toUnixTimestamp64Milli(last_ts) / 1000.0 AS c, "
+_GAUGE_MINUTES = (
+    f"SELECT host, {_UNIT} AS unit, toUnixTimestamp(ts) AS t, max(v) AS vmax, min(v) AS vmin "
+    f"FROM (SELECT host, component, ts, s / n AS v FROM ({_ROLLUP}) WHERE n > 0) WHERE isFinite(v) "
+    "GROUP BY host, unit, t")
+
+_COUNTER_MINUTES = (
+    "SELECT host, unit, t, max(r) AS vmax, min(r) AS vmin FROM ("
+    f"  SELECT host, {_UNIT} AS unit, t, (v - pv) / (c - pc) AS r FROM ("
+    "    SELECT host, component, toUnixTimestamp(ts) AS t, hi AS v, toUnixTimestamp64Milli(last_ts) / 1000.0 AS c, "
     "     lagInFrame(v) OVER w AS pv, lagInFrame(c) OVER w AS pc, row_number() OVER w AS rn "
     f"    FROM ({_ROLLUP}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
     "     ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
-    "  WHERE rn > 1 AND c > pc AND v >= pv) "
-    "GROUP BY host, hr ORDER BY host, hr")
+    "  WHERE rn > 1 AND c > pc AND v >= pv) WHERE isFinite(r) "
+    "GROUP BY host, unit, t")
 
-@dataclass
-class _Hourly:
-    hours: np.ndarray
-    vmax: np.ndarray
-    vmin: np.ndarray
-
-
-def _hourly(sql: str, params: dict, timeout_s: int) -> dict[str, _Hourly]:
-    table = store.query_arrow(sql, params, tag="signal_scan:hourly", timeout_s=timeout_s)
-    if table.num_rows == 0:
-        return {}
-    hours = table.column(1).to_numpy().astype(np.int64)
-    vmax = table.column(2).to_numpy().astype(float)
-    vmin = table.column(3).to_numpy().astype(float)
-    return {host: _Hourly(hours[a:b], vmax[a:b], vmin[a:b]) for host, a, b in windows.host_runs(table)}
+# Each window's value from the minutes wholly inside it: a minute [t, t + 60) counts when
+# start <= t and t + 60 <= end, so nothing from t0 on (the failure, the job's teardown) and
+# nothing before the window enters, and a window and its controls cover the same minutes.
+# The windows go in as (id, host, start, end) rows, one per host of each window; out comes each
+# unit's worst value per window.
+_WINDOW_VALUES = (
+    "SELECT q.wid AS wid, m.host AS host, m.unit AS unit, max(m.vmax) AS vmax, min(m.vmin) AS vmin "
+    "FROM ({minutes}) AS m "
+    "INNER JOIN (SELECT w.1 AS wid, w.2 AS host, w.3 AS ws, w.4 AS we "
+    "            FROM (SELECT arrayJoin({{wins:Array(Tuple(UInt32, String, Int64, Int64))}}) AS w)) AS q "
+    "ON m.host = q.host WHERE m.t >= q.ws AND m.t + 60 <= q.we GROUP BY wid, host, unit")
 
 
-def _window_value(hourly: dict[str, _Hourly], hosts, start: int, end: int, highest: bool) -> float:
-    lo, hi = start // HOUR, (end - 1) // HOUR
-    best = np.nan
-    for h in hosts:
-        rows = hourly.get(h)
-        if rows is None:
-            continue
-        a, b = np.searchsorted(rows.hours, lo, side="left"), np.searchsorted(rows.hours, hi, side="right")
-        if a >= b:
-            continue
-        seg = rows.vmax[a:b] if highest else rows.vmin[a:b]
-        seg = seg[np.isfinite(seg)]
-        if not len(seg):
-            continue
-        v = seg.max() if highest else seg.min()
-        if np.isnan(best) or (v > best if highest else v < best):
-            best = float(v)
-    return best
+def unit_window_values(cluster: str, spans, metric: str, *, lo_s: int, hi_s: int,
+                       timeout_s: int = QUERY_TIMEOUT_S) -> tuple[np.ndarray, dict[int, dict[tuple[str, str], float]]]:
+    """One metric over ``spans`` (windows, or any objects with ``hosts``, ``start``, ``end``): each window's value
+    as the scan computes it (the worst minute value over its hosts and components in the metric's
+    bad direction, from the minutes wholly inside it; NaN where the hosts reported nothing), and
+    each (host, unit)'s worst value per window index (the contrasts' input)."""
+    m = catalog.get(metric)
+    highest = m.bad != "down"
+    values = np.full(len(spans), np.nan)
+    units: dict[int, dict[tuple[str, str], float]] = {}
+    wins = [(i, h, int(w.start), int(w.end)) for i, w in enumerate(spans) for h in w.hosts]
+    if not wins:
+        return values, units
+    sql = _WINDOW_VALUES.format(minutes=_COUNTER_MINUTES if m.is_counter else _GAUGE_MINUTES)
+    table = store.query_arrow(sql, {"cluster": cluster, "metric": metric, "lo_s": lo_s, "hi_s": hi_s, "wins": wins},
+                              tag="signal_scan:window_values", timeout_s=timeout_s)
+    if not table.num_rows:
+        return values, units
+    ids = table.column(0).to_numpy().astype(np.int64)
+    hosts = table.column(1).to_pylist()
+    unit_names = table.column(2).to_pylist()
+    col = table.column(3 if highest else 4).to_numpy().astype(float)
+    for i, h, u, v in zip(ids.tolist(), hosts, unit_names, col.tolist()):
+        units.setdefault(i, {})[(h, u)] = v
+    order = np.argsort(ids, kind="stable")
+    ids_s, col_s = ids[order], col[order]
+    starts = np.flatnonzero(np.r_[True, ids_s[1:] != ids_s[:-1]])
+    worst = (np.maximum if highest else np.minimum).reduceat(col_s, starts)
+    values[ids_s[starts]] = worst
+    return values, units
 
 
 def window_features(cluster: str, spans, metrics: list[str], *, lo_s: int, hi_s: int,
                     progress: Callable[[int, int, str], None] | None = None,
                     timeout_s: int = QUERY_TIMEOUT_S) -> dict[str, np.ndarray]:
-    """Per metric, each window's value as the scan computes it (the worst hourly value over the
-    window's hosts in the metric's bad direction; NaN where the hosts reported nothing).
-    ``spans`` are windows (or any objects) with ``hosts``, ``start`` and ``end``; one query per metric."""
+    """Per metric, each window's value as the scan computes it (``unit_window_values``); one
+    query per metric, the windows pushed into the engine."""
     out: dict[str, np.ndarray] = {}
     for i, metric in enumerate(metrics):
         if progress:
             progress(i, len(metrics), f"features: metric {i + 1}/{len(metrics)}: {metric}")
-        m = catalog.get(metric)
-        hourly = _hourly(_COUNTER_HOURLY if m.is_counter else _GAUGE_HOURLY,
-                         {"cluster": cluster, "metric": metric, "lo_s": lo_s, "hi_s": hi_s}, timeout_s)
-        highest = m.bad != "down"
-        out[metric] = np.array([_window_value(hourly, w.hosts, w.start, w.end, highest) for w in spans], dtype=float)
+        out[metric] = unit_window_values(cluster, spans, metric, lo_s=lo_s, hi_s=hi_s, timeout_s=timeout_s)[0]
     return out
 
 
@@ -126,7 +136,9 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     clusters = clusters or windows.clusters_with_jobs(timeout_s=timeout_s)
     # values[metric] = (before values, control values)
     values: dict[str, tuple[list[float], list[float]]] = {}
-    n_outcome = 0
+    parts: dict[str, dict] = {}  # metric -> contrasts.collect's pooled parts
+    groups: list[contrasts.Concentration] = []  # racks/drivers/firmware the failures concentrate on
+    n_outcome = n_named = 0
     matched = False
     lo_all = hi_all = None
     plan = []
@@ -154,15 +166,23 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
         matched = matched or bool(allocations)
         found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations)
+        failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
+        n_named += sum(u is not None for u in failing)
+        found_groups = contrasts.concentration(cluster, [u[0] if u else it.hosts for u, it in zip(failing, chosen)],
+                                               timeout_s=timeout_s)
+        groups += found_groups
+        spans = found + contrasts.own_history_windows(chosen, failing, host_t0s, W, lo_s)
+        q_lo = min(w.start for w in spans) - 60
         for metric, _, _ in present:
             done += 1
             say(done - 1, total, f"scanning metric {done}/{total}: {metric}")
-            vals = window_features(cluster, found, [metric], lo_s=lo_s - W - HOUR, hi_s=hi_s,
-                                   timeout_s=timeout_s)[metric]
+            vals, unit_vals = unit_window_values(cluster, spans, metric, lo_s=q_lo, hi_s=hi_s, timeout_s=timeout_s)
             before, control = values.setdefault(metric, ([], []))
             for w, v in zip(found, vals):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
+            parts[metric] = contrasts.collect(unit_vals, spans, failing, catalog.get(metric).bad != "down",
+                                              parts.get(metric))
     say(total, total, "ranking")
     rows = []
     for metric, (before, control) in values.items():
@@ -177,18 +197,94 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             res = mannwhitneyu(before, control, alternative=alternative, method="auto")
             # statistic is U of the first sample whatever the alternative: U / (n1·n2) = P(b > c) + ½P(b = c)
             row.update(auc=float(res.statistic) / (len(before) * len(control)), p=float(res.pvalue))
+        found = contrasts.summarize(parts.get(metric), groups)
+        row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
+                   p_fleet=row["p"], within_job=None)
+        sib = found["contrasts"].get("siblings") or {}
+        own = found["contrasts"].get("own_history") or {}
+        if sib.get("p") is not None:
+            row["within_job"] = bool(sib["survives"])
+        if row["p"] is not None:
+            # Where the failing part is known, a finding must also hold within the job (the
+            # workload cancels there) and against the part's own past (a part that was always
+            # noisy predicts nothing): an intersection-union test, the largest p of them.
+            row["p"] = max([row["p"]] + [c["p"] for c in (sib, own) if c.get("p") is not None])
+        if found["job_wide"] and not row["within_job"]:
+            row["flags"].append(found["job_wide"])
+        row["flags"] += found["tracks_group"]
         rows.append(row)
     tested = [r for r in rows if r["p"] is not None]
     if tested:
         qs = false_discovery_control([r["p"] for r in tested], method="bh")
         for r, q in zip(tested, qs):
             r["q"] = float(q)
-    rows.sort(key=lambda r: (r["q"] is None, r["q"] if r["q"] is not None else 1.0,
+    # Findings the workload explains (flagged) rank below every unflagged one.
+    rows.sort(key=lambda r: (r["q"] is None, bool(r["flags"]), r["q"] if r["q"] is not None else 1.0,
                              -abs((r["auc"] if r["auc"] is not None else 0.5) - 0.5), r["metric"]))
     iso = lambda s: datetime.fromtimestamp(s, timezone.utc).isoformat()  # noqa: E731
     return {
         "outcome": outcome.label, "lead_window_s": W, "clusters": list(clusters),
         "range": [iso(lo_all), iso(hi_all)] if lo_all is not None else None,
-        "outcome_interruptions": n_outcome, "matched_on_activity": matched, "metrics_tested": len(tested), "metrics_seen": len(rows),
+        "outcome_interruptions": n_outcome, "components_named": n_named,
+        "concentrated_on": [g.as_dict() for g in groups], "matched_on_activity": matched, "metrics_tested": len(tested), "metrics_seen": len(rows),
         "rows": rows,
     }
+
+
+# --- the outcome classes present --------------------------------------------------------------
+
+_CLASS_EVENTS_SQL = (
+    "SELECT j.job_id, j.state, e.kind, e.code FROM "
+    "(SELECT job_id, state, toUnixTimestamp(assumeNotNull(end_ts)) AS t0 FROM jobs FINAL "
+    " WHERE cluster = {cluster:String} AND state IN {states:Array(String)} AND end_ts IS NOT NULL "
+    " AND end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') AND end_ts < toDateTime64({hi_s:Int64}, 3, 'UTC')) AS j "
+    "LEFT JOIN (SELECT DISTINCT job_id, host FROM job_hosts FINAL WHERE cluster = {cluster:String}) AS h "
+    "ON h.job_id = j.job_id "
+    "LEFT JOIN (SELECT host, toUnixTimestamp(ts) AS t, kind, code FROM events WHERE cluster = {cluster:String} "
+    "           AND kind IN ('xid', 'link_down') AND ts >= toDateTime64({lo_s:Int64} - 600, 3, 'UTC') "
+    "           AND ts < toDateTime64({hi_s:Int64} + 600, 3, 'UTC')) AS e "
+    "ON e.host = h.host WHERE e.kind = '' OR abs(e.t - j.t0) <= 600")
+
+
+def outcome_classes(clusters: list[str] | None = None, *, start: datetime | None = None, end: datetime | None = None,
+                    timeout_s: int = QUERY_TIMEOUT_S) -> list[dict]:
+    """The outcome classes the data has, most interruptions first: each Slurm state, each XID seen
+    within ±10 min of an interruption's t0 on the job's hosts, and ``link down``; ``any
+    interruption`` mixes them all and comes last. ``[{"outcome", "interruptions"}]``."""
+    from telemetry.queries.interruptions import INTERRUPTION_STATES
+
+    clusters = clusters or windows.clusters_with_jobs(timeout_s=timeout_s)
+    lo_s = int(start.timestamp()) if start else 0
+    hi_s = int(end.timestamp()) if end else 7_258_118_400  # 2200-01-01
+    by_class: dict[str, set] = {}
+    every: set = set()
+    for cluster in clusters:
+        rows = store.query_rows(_CLASS_EVENTS_SQL, {"cluster": cluster, "states": list(INTERRUPTION_STATES),
+                                                    "lo_s": lo_s, "hi_s": hi_s},
+                                tag="signal_scan:classes", timeout_s=timeout_s)
+        for job_id, state, kind, code in rows:
+            key = (cluster, job_id)
+            every.add(key)
+            by_class.setdefault(state, set()).add(key)
+            if kind == "xid":
+                by_class.setdefault(f"XID {int(code)}", set()).add(key)
+            elif kind == "link_down":
+                by_class.setdefault("link down", set()).add(key)
+    out = sorted(({"outcome": k, "interruptions": len(v)} for k, v in by_class.items()),
+                 key=lambda c: (-c["interruptions"], c["outcome"]))
+    if every:
+        out.append({"outcome": "any interruption", "interruptions": len(every)})
+    return out
+
+
+def scan_classes(outcomes: list[Outcome], lead_s: int, *, progress: Callable[[int, int, str], None] | None = None,
+                 **kwargs) -> dict:
+    """One scan per outcome class, in one job: ``{"lead_window_s", "classes": [scan result, ...]}``."""
+    say = progress or (lambda done, total, stage: None)
+    results = []
+    for i, outcome in enumerate(outcomes):
+        def step(done, total, stage, _i=i):
+            say(_i * 1000 + int(1000 * done / max(total, 1)), len(outcomes) * 1000, f"{outcome.label}: {stage}")
+        results.append(scan(outcome, lead_s, progress=step, **kwargs))
+    say(len(outcomes) * 1000, max(1, len(outcomes) * 1000), "done")
+    return {"lead_window_s": int(lead_s), "classes": results}

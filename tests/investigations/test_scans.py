@@ -58,6 +58,11 @@ def test_the_api_starts_scans_and_refuses_what_cannot_run(known_fleet, worker, i
     assert r.status_code == 201 and r.json()["kind"] == "signal_scan"
     done = wait_for(r.json()["id"], timeout=120)
     assert done.state == "succeeded" and done.result["outcome_interruptions"] == 3
+    # the XIDs name their GPU: the page shows each finding's contrasts, plot first
+    assert done.result["components_named"] == 3
+    page = c.get(f"/jobs/{done.pk}/").content.decode()
+    assert 'id="scan-contrasts"' in page and page.index("scan-contrasts") < page.index('<table class="dense scan-rows">')
+    assert "the part's own earlier windows" in page
 
     for body, reason in [({"outcome": "the GPU dies", "lead_window_s": 3600}, "use an interruption state"),
                          ({"outcome": "NODE_FAIL", "lead_window_s": 30}, "lead_window_s"),

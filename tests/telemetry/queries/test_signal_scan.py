@@ -42,3 +42,44 @@ def test_what_the_scan_refuses():
         signal_scan.scan(windows.parse_outcome("NODE_FAIL"), 30)
     with pytest.raises(windows.NotTestable, match="not in the catalog: gpu.nope"):
         signal_scan.scan(windows.parse_outcome("NODE_FAIL"), 3600, metrics=["gpu.nope"])
+
+
+def test_a_signal_that_changes_only_after_failures_scores_auc_one_half(telemetry_store):
+    """Fans spin down once the job has died: a value after t0 must never enter a lead window, even
+    when t0 falls mid-hour (whole clock hours used to pull in up to 59 minutes after it)."""
+    from datetime import timedelta
+
+    import numpy as np
+
+    from . import BASE, every, write_rows, write_samples
+    from .test_fleet_test import _job
+
+    cluster, hosts, n = "afterwards", [f"a{i}" for i in range(6)], 4 * 1440
+    ts = every(BASE, 60, n)
+    fails = {"a0": 2 * 1440 + 5 * 60 + 20, "a2": 2 * 1440 + 17 * 60 + 20, "a4": 3 * 1440 + 9 * 60 + 20}  # HH:20
+    jobs, alloc = [], []
+    for i, h in enumerate(hosts):
+        fan = np.full(n, 9000.0)
+        if h in fails:
+            t0 = fails[h]
+            fan[t0:t0 + 40] = 2000.0  # spun down for the 40 minutes after t0, up to the next hour
+            j, a = _job(str(60 + i), h, BASE + timedelta(minutes=t0), cluster=cluster)
+            jobs.append(j), alloc.append(a)
+        write_samples(cluster, h, "fan0", "cooling.fan_rpm", ts, fan)
+        j, a = _job(str(90 + i), h, BASE + timedelta(days=4), "COMPLETED", cluster=cluster)
+        j["start_ts"] = a["start_ts"] = BASE
+        jobs.append(j), alloc.append(a)
+    write_rows("jobs", jobs)
+    write_rows("job_hosts", alloc)
+    r = signal_scan.scan(windows.parse_outcome("NODE_FAIL"), 3600, clusters=[cluster])
+    row = next(x for x in r["rows"] if x["metric"] == "cooling.fan_rpm")
+    assert row["n_before"] == 3 and row["auc"] == 0.5 and row["median_before"] == row["median_control"] == 9000.0
+
+
+def test_the_classes_present_are_offered_with_their_interruptions(fleet):
+    classes = signal_scan.outcome_classes([fleet])
+    assert classes == [{"outcome": "NODE_FAIL", "interruptions": 6}, {"outcome": "XID 79", "interruptions": 3},
+                       {"outcome": "any interruption", "interruptions": 6}]
+    both = signal_scan.scan_classes([windows.parse_outcome(c["outcome"]) for c in classes[:2]], 3600,
+                                    clusters=[fleet], metrics=["gpu.pcie.replay"])
+    assert [(r["outcome"], r["outcome_interruptions"]) for r in both["classes"]] == [("NODE_FAIL", 6), ("XID 79", 3)]

@@ -1,0 +1,309 @@
+"""Contrasts that tell a cause from the workload: where the outcome names a component, its lead
+window is that component's, compared three ways; and a flag for findings that moved on every host
+of the job.
+
+Units
+-----
+A unit is a host's component up to its first ``/`` (``gpu3/nvlink2`` -> ``gpu3``; ``mlx5_0/1``
+-> ``mlx5_0``; '' for host-level series), its family the unit without digits (``gpu``). Per
+window, the engine gives each unit's worst minute value (the scan's statistic, from the minutes
+wholly inside the window). The failing unit of an interruption is the component of the outcome's
+event near t0 (the GPU of the XID, the NIC of the link-down), through the inventory's PCI map
+when the event itself carries none. When the metric has no series on that family (a host-level
+or fan metric before an XID), the contrasts are between hosts, the failing host's worst value
+against the others'.
+
+The three contrasts (per failure, then combined over failures with Fisher's method)
+----------------------------------------------------------------------------------
+- **siblings**: the failing unit against the other units of its family in the same job at the
+  same time. The job's workload is the same for all of them, so what the job did cancels out;
+- **own history**: against the same unit's values in the earlier windows of the same length (up
+  to ``OWN_WINDOWS`` of them, back to back before the lead window, none touching an
+  interruption of that host): a part that was always noisy is no precursor of anything;
+- **healthy**: against the units of the family in the failure's control windows (the same hosts
+  at healthy times, healthy peers at the same time).
+Each failure's p is the upper-tail rank of its value among the reference values, in the metric's
+bad direction: ``(1 + #{ref >= v}) / (1 + n)``; a contrast holds (``survives``) when the
+combined p is below 0.05.
+
+Over-represented on a rack, driver or firmware
+----------------------------------------------
+``concentration`` finds the values of rack, driver, host firmware and GPU model (the inventory,
+kept from every ingest path) the failures are over-represented on: a one-sided binomial test of the
+failures there against the group's share of the cluster's hosts, p < 0.01, two failures at least. A finding whose
+metric also runs worse on that group's hosts at healthy times (Mann–Whitney over the control
+windows' hosts, p < 0.01) is flagged: it marks the group, which fails more for its own reasons,
+not the coming failure.
+
+Job-wide flag
+-------------
+Per failure of a job with two or more hosts, the share of the job's other hosts whose worst
+value exceeds the 90th percentile of the healthy control hosts. When that share is at least
+one half in the median failure, the finding is flagged "moved on every host of the job": the
+workload (a heavy phase, a checkpoint write, the job's own temperature) explains it better than
+a failing part, unless the failing unit still stands out among its siblings.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binomtest, chi2, mannwhitneyu
+
+from telemetry import store
+
+OWN_WINDOWS = 24
+JOB_WIDE_SHARE = 0.5
+SURVIVES_P = 0.05
+CONCENTRATED_P = 0.01  # failures over-represented on a rack/driver/firmware
+TRACKS_P = 0.01  # a metric worse on that group's hosts at healthy times
+EVENT_WINDOW_S = 600
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def family(unit: str) -> str:
+    return _DIGITS.sub("", unit)
+
+
+# The component named by the outcome's events near each t0 (the inventory's PCI map fills in an
+# event logged before the GPU was known).
+_FAILING_SQL = (
+    "SELECT ev.host AS host, ev.t AS t, if(ev.component != '', ev.component, inv.component) AS component "
+    "FROM (SELECT host, toUnixTimestamp(ts) AS t, component, attributes['pci_bus_id'] AS pci FROM events "
+    "      WHERE cluster = {cluster:String} AND host IN {hosts:Array(String)} "
+    "      AND ((kind = 'xid' AND code IN {codes:Array(Int32)}) OR kind IN {kinds:Array(String)}) "
+    "      AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')) AS ev "
+    "LEFT JOIN (SELECT host, pci_bus_id, component FROM components FINAL "
+    "           WHERE cluster = {cluster:String} AND pci_bus_id != '') AS inv "
+    "ON inv.host = ev.host AND inv.pci_bus_id = ev.pci "
+    "ORDER BY t")
+
+
+def failing_units(cluster: str, chosen, outcome, *, timeout_s: int) -> list[tuple[str, str] | None]:
+    """Per chosen interruption, (host, unit) of the component its outcome's event names, or None
+    (an outcome by Slurm state names no component; an event without a known component neither)."""
+    xids, kinds = list(getattr(outcome, "xids", ()) or ()), list(getattr(outcome, "events", ()) or ())
+    if not chosen or not (xids or kinds):
+        return [None] * len(chosen)
+    hosts = sorted({h for it in chosen for h in it.hosts})
+    rows = store.query_rows(_FAILING_SQL, {
+        "cluster": cluster, "hosts": hosts, "codes": xids, "kinds": kinds,
+        "lo_s": min(it.t0 for it in chosen) - EVENT_WINDOW_S, "hi_s": max(it.t0 for it in chosen) + EVENT_WINDOW_S + 1,
+    }, tag="contrasts:failing_units", timeout_s=timeout_s)
+    out: list[tuple[str, str] | None] = []
+    for it in chosen:
+        job_hosts = set(it.hosts)
+        near = [(abs(int(t) - it.t0), h, c) for h, t, c in rows
+                if h in job_hosts and c and abs(int(t) - it.t0) <= EVENT_WINDOW_S]
+        if near:
+            _, h, c = min(near)
+            out.append((h, c.split("/", 1)[0]))
+        else:
+            out.append(None)
+    return out
+
+
+@dataclass
+class OwnWindow:
+    kind: str
+    index: int
+    hosts: tuple[str, ...]
+    start: int
+    end: int
+
+
+def own_history_windows(chosen, units, host_t0s: dict[str, np.ndarray], W: int, lo_s: int) -> list[OwnWindow]:
+    """Back-to-back windows of the lead window's length before each failure with a known failing
+    host, on that host only, skipping any that an interruption of the host touches."""
+    out = []
+    for i, (it, unit) in enumerate(zip(chosen, units)):
+        if unit is None:
+            continue
+        host = unit[0]
+        t0s = host_t0s.get(host, np.empty(0, dtype=np.int64))
+        for j in range(1, OWN_WINDOWS + 1):
+            s, e = it.t0 - (j + 1) * W, it.t0 - j * W
+            if s < lo_s:
+                break
+            k = int(np.searchsorted(t0s, s, side="left"))
+            if k < len(t0s) and t0s[k] < e + W:
+                continue
+            out.append(OwnWindow("own", i, (host,), s, e))
+    return out
+
+
+def _rank_p(v: float, ref: np.ndarray) -> float | None:
+    ref = ref[np.isfinite(ref)]
+    if not np.isfinite(v) or not len(ref):
+        return None
+    return float((1 + np.count_nonzero(ref >= v)) / (1 + len(ref)))
+
+
+def _fisher(ps: list[float]) -> float | None:
+    ps = [p for p in ps if p is not None]
+    if not ps:
+        return None
+    stat = -2.0 * sum(math.log(max(p, 1e-300)) for p in ps)
+    return float(chi2.sf(stat, 2 * len(ps)))
+
+
+def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units, highest: bool,
+            into: dict | None = None) -> dict:
+    """Each failure's contrast p-values and job-wide share for one metric in one cluster, added to
+    ``into`` (``summarize`` turns the pooled parts into the result).
+
+    ``unit_values[window index][(host, unit)]`` = the unit's worst value in that window;
+    ``windows`` the scan's windows (kinds before / same_hosts / peers / own, ``index`` = failure);
+    ``units[i]`` the failing (host, unit) of failure i or None."""
+    sign = 1.0 if highest else -1.0
+    by_failure: dict[int, dict[str, list[int]]] = {}
+    for wi, w in enumerate(windows):
+        by_failure.setdefault(w.index, {}).setdefault(w.kind, []).append(wi)
+    into = into if into is not None else {"ps": {"siblings": [], "own_history": [], "healthy": []}, "shares": [],
+                                          "levels": set(), "control_hosts": [], "failing_hosts": []}
+    ps, shares, levels = into["ps"], into["shares"], into["levels"]
+    for i, kinds in sorted(by_failure.items()):
+        before = kinds.get("before", [])
+        if not before:
+            continue
+        vals = unit_values.get(before[0], {})
+        if not vals:
+            continue
+        hosts_v: dict[str, float] = {}
+        for (h, u), v in vals.items():
+            hosts_v[h] = max(hosts_v.get(h, -np.inf), sign * v)
+        control_wins = kinds.get("same_hosts", []) + kinds.get("peers", [])
+        fail = units[i] if i < len(units) else None
+        into["failing_hosts"].append(fail[0] if fail else tuple(windows[before[0]].hosts))
+        for wi in control_wins:
+            by_h: dict[str, float] = {}
+            for (h, _), x in unit_values.get(wi, {}).items():
+                by_h[h] = max(by_h.get(h, -np.inf), sign * x)
+            into["control_hosts"] += list(by_h.items())
+        fam = family(fail[1]) if fail else None
+        if fail and fail in vals:
+            levels.add("component")
+            v = sign * vals[fail]
+            sib = np.array([sign * x for (h, u), x in vals.items() if (h, u) != fail and family(u) == fam])
+            healthy = np.array([sign * x for wi in control_wins for (h, u), x in unit_values.get(wi, {}).items()
+                                if family(u) == fam])
+            own = np.array([sign * unit_values.get(wi, {}).get(fail, np.nan) for wi in kinds.get("own", [])])
+        elif fail and fail[0] in hosts_v:
+            levels.add("host")
+            v = hosts_v[fail[0]]
+            sib = np.array([x for h, x in hosts_v.items() if h != fail[0]])
+            healthy = np.array([x for wi in control_wins for x in _hosts_worst(unit_values.get(wi, {}), sign)])
+            own = np.array([_host_worst(unit_values.get(wi, {}), sign) for wi in kinds.get("own", [])])
+        else:
+            v, sib, own, healthy = None, np.empty(0), np.empty(0), np.empty(0)
+        if v is not None:
+            ps["siblings"].append(_rank_p(v, sib))
+            ps["own_history"].append(_rank_p(v, own))
+            ps["healthy"].append(_rank_p(v, healthy))
+        # job-wide: the job's other hosts against the healthy control hosts
+        others = [x for h, x in hosts_v.items() if not fail or h != fail[0]]
+        ref = np.array([x for wi in control_wins for x in _hosts_worst(unit_values.get(wi, {}), sign)])
+        ref = ref[np.isfinite(ref)]
+        if len(hosts_v) >= 2 and len(others) and len(ref):
+            shares.append(float(np.mean(np.asarray(others) > np.quantile(ref, 0.9))))
+    return into
+
+
+def summarize(parts: dict | None, groups: "list[Concentration] | None" = None) -> dict:
+    """The three contrasts (combined p, failures behind it, whether it holds), the job-wide flag,
+    and, for each group the failures concentrate on (``concentration``), a flag when the metric
+    also runs worse on that group's hosts at healthy times: the group, not the coming failure,
+    explains it."""
+    if not parts:
+        return {"level": None, "contrasts": {}, "job_wide_share": None, "job_wide": None, "tracks_group": []}
+    ps, shares, levels = parts["ps"], parts["shares"], parts["levels"]
+    multi = len(shares)
+    out = {}
+    for name, plist in ps.items():
+        got = [p for p in plist if p is not None]
+        p = _fisher(got)
+        out[name] = {"p": p, "failures": len(got), "survives": p is not None and p < SURVIVES_P}
+    share = float(np.median(shares)) if shares else None
+    flag = None
+    if share is not None and multi >= 2 and share >= JOB_WIDE_SHARE:
+        flag = (f"moved on every host of the job: above the healthy hosts' 90th percentile on "
+                f"{share:.0%} of the job's other hosts (median over {multi} failures)")
+    tracks = []
+    for g in groups or ():
+        inside = np.array([x for h, x in parts["control_hosts"] if h in g.hosts and np.isfinite(x)])
+        outside = np.array([x for h, x in parts["control_hosts"] if h not in g.hosts and np.isfinite(x)])
+        if len(inside) >= 3 and len(outside) >= 3:
+            res = mannwhitneyu(inside, outside, alternative="greater")
+            auc = float(res.statistic) / (len(inside) * len(outside))
+            if res.pvalue < TRACKS_P:
+                tracks.append(f"over-represented on {g.dimension} {g.value}: {g.failures} of {g.of} failures on "
+                              f"{g.fleet_share:.0%} of the hosts, and it runs worse there at healthy times too "
+                              f"(AUC {auc:.2f} against the other hosts)")
+    return {"level": "component" if "component" in levels else ("host" if levels else None),
+            "contrasts": out, "job_wide_share": share, "job_wide": flag, "tracks_group": tracks}
+
+
+@dataclass
+class Concentration:
+    dimension: str  # rack | driver | firmware | gpu model
+    value: str
+    failures: int  # failures on hosts of this value
+    of: int  # failures with a known host
+    fleet_share: float  # share of the cluster's hosts with this value
+    p: float  # binomial test, one-sided: more failures there than its share of the hosts gives
+    hosts: frozenset
+
+    def as_dict(self) -> dict:
+        return {"dimension": self.dimension, "value": self.value, "failures": self.failures, "of": self.of,
+                "fleet_share": self.fleet_share, "p": self.p}
+
+
+_INVENTORY_SQL = ("SELECT host, rack, driver_version, firmware_version, gpu_model FROM hosts FINAL "
+                  "WHERE cluster = {cluster:String}")
+
+
+def concentration(cluster: str, failing_hosts: list, *, timeout_s: int) -> list[Concentration]:
+    """Racks, drivers, firmware and GPU models the failures are over-represented on (binomial test
+    against the group's share of the cluster's hosts, p < CONCENTRATED_P, at least two failures). A failure whose
+    failing host is unknown counts on the value most of its job's hosts share."""
+    rows = store.query_rows(_INVENTORY_SQL, {"cluster": cluster}, tag="contrasts:inventory", timeout_s=timeout_s)
+    if not rows or not failing_hosts:
+        return []
+    dims = ("rack", "driver", "firmware", "gpu model")
+    value = {dim: {r[0]: r[i + 1] for r in rows if r[i + 1]} for i, dim in enumerate(dims)}
+    out = []
+    for dim in dims:
+        by_host = value[dim]
+        if len(set(by_host.values())) < 2:
+            continue  # one value everywhere: nothing to be over-represented on
+        seen = []
+        for f in failing_hosts:
+            vals = [by_host.get(h) for h in ((f,) if isinstance(f, str) else f)]
+            vals = [v for v in vals if v]
+            if vals:
+                seen.append(max(set(vals), key=vals.count))
+        n_hosts = len(by_host)
+        for v in sorted(set(seen)):
+            a = seen.count(v)
+            members = frozenset(h for h, x in by_host.items() if x == v)
+            if a < 2:
+                continue
+            p = float(binomtest(a, len(seen), len(members) / n_hosts, alternative="greater").pvalue)
+            if p < CONCENTRATED_P:
+                out.append(Concentration(dim, v, a, len(seen), len(members) / n_hosts, p, members))
+    return out
+
+
+def _hosts_worst(vals: dict[tuple[str, str], float], sign: float) -> list[float]:
+    by: dict[str, float] = {}
+    for (h, _), v in vals.items():
+        by[h] = max(by.get(h, -np.inf), sign * v)
+    return list(by.values())
+
+
+def _host_worst(vals: dict[tuple[str, str], float], sign: float) -> float:
+    got = _hosts_worst(vals, sign)
+    return max(got) if got else np.nan

@@ -1,0 +1,96 @@
+"""Component-level contrasts on a fleet whose truth we wrote. Four XID 94 failures, each on one
+GPU of a 4-host job: DRAM ECC errors climb on the failing GPU only for three hours before (the
+cause); the whole job runs hot for those hours (the workload: every GPU of every host of the
+job); and the failing GPUs had always logged PCIe replays (parts noisy for weeks). Only the cause
+may come out as a finding; the job-wide rise is flagged and ranks below it."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from telemetry.queries import signal_scan, windows
+
+from . import BASE, event_row, every, host_row, write_rows, write_samples
+from .test_fleet_test import _job
+
+CLUSTER = "contrast"
+STEP = 120
+N = 6 * 86400 // STEP
+HOSTS = [f"c{i:02d}" for i in range(16)]
+GPUS = 4
+# (job hosts, failing host, failing gpu, hours after BASE)
+FAILURES = [(HOSTS[0:4], "c01", 2, 4 * 24 + 3), (HOSTS[4:8], "c06", 0, 4 * 24 + 15),
+            (HOSTS[8:12], "c08", 3, 5 * 24 + 1), (HOSTS[12:16], "c15", 1, 5 * 24 + 13)]
+RAMP = 3 * 3600 // STEP
+OLD_DRIVER = {"c01", "c06", "c08", "c15"}
+
+
+@pytest.fixture(scope="module")
+def fleet(telemetry_store):
+    rng = np.random.default_rng(11)
+    ts = every(BASE, STEP, N)
+    jobs, alloc, events = [], [], []
+    for host in HOSTS:
+        for g in range(GPUS):
+            sbe = rng.poisson(0.02, N).astype(float)
+            temp = 60 + rng.normal(0, 1.5, N)
+            replay = rng.poisson(0.05, N).astype(float)
+            for job_hosts, fh, fg, hours in FAILURES:
+                t0 = hours * 3600 // STEP
+                if host in job_hosts:
+                    temp[t0 - RAMP:t0] += 15  # the job's heavy phase: every GPU of every host
+                if (host, g) == (fh, fg):
+                    sbe[t0 - RAMP:t0] += 20  # the cause, on the failing GPU only
+                    replay += rng.poisson(6.0, N)  # this GPU was always noisy
+            write_samples(CLUSTER, host, f"gpu{g}", "gpu.ecc.dram_sbe_volatile", ts, np.cumsum(sbe))
+            write_samples(CLUSTER, host, f"gpu{g}", "gpu.temp", ts, temp)
+            write_samples(CLUSTER, host, f"gpu{g}", "gpu.pcie.replay", ts, np.cumsum(replay))
+            # the failing hosts run an older driver whose power draw is always higher
+            power = 500 + rng.normal(0, 10, N) + (60 if host in OLD_DRIVER else 0)
+            write_samples(CLUSTER, host, f"gpu{g}", "gpu.power", ts, power)
+    for k, (job_hosts, fh, fg, hours) in enumerate(FAILURES):
+        end = BASE + timedelta(hours=hours)
+        for i, h in enumerate(job_hosts):
+            j, a = _job(str(300 + k), h, end, cluster=CLUSTER)
+            if i == 0:
+                j["n_hosts"] = len(job_hosts)
+                jobs.append(j)
+            alloc.append(a)
+        events.append(event_row(CLUSTER, fh, end - timedelta(minutes=1), "xid", 94, f"gpu{fg}", "critical"))
+    for k, h in enumerate(HOSTS):  # every host busy all the time: controls are matched on activity
+        j, a = _job(str(700 + k), h, BASE + timedelta(days=6), "COMPLETED", cluster=CLUSTER)
+        j["start_ts"] = a["start_ts"] = BASE
+        jobs.append(j), alloc.append(a)
+    write_rows("jobs", jobs)
+    write_rows("job_hosts", alloc)
+    write_rows("events", events)
+    write_rows("hosts", [host_row(CLUSTER, h, rack=f"r{i // 8}", driver="535.104" if h in OLD_DRIVER else "550.54")
+                         for i, h in enumerate(HOSTS)])
+    return CLUSTER
+
+
+def test_the_cause_on_the_failing_gpu_is_the_finding_and_the_workload_is_flagged_below_it(fleet):
+    r = signal_scan.scan(windows.parse_outcome("XID 94"), 3 * 3600, clusters=[fleet])
+    assert r["outcome_interruptions"] == 4 and r["components_named"] == 4
+    rows = {row["metric"]: row for row in r["rows"]}
+    order = [row["metric"] for row in r["rows"]]
+    cause, heat, noisy = rows["gpu.ecc.dram_sbe_volatile"], rows["gpu.temp"], rows["gpu.pcie.replay"]
+    assert order[0] == "gpu.ecc.dram_sbe_volatile" and cause["level"] == "component"
+    assert cause["q"] < 0.05 and cause["within_job"] and not cause["flags"]
+    assert all(cause["contrasts"][c]["survives"] for c in ("siblings", "own_history", "healthy"))
+    # the job-wide rise: different from healthy times, but not within the job -> flagged, no finding
+    assert heat["p_fleet"] < 0.05 and heat["contrasts"]["healthy"]["survives"]
+    assert not heat["within_job"] and heat["q"] >= 0.05
+    assert heat["flags"] and "every host of the job" in heat["flags"][0]
+    assert order.index("gpu.temp") > order.index("gpu.ecc.dram_sbe_volatile")
+    # the always-noisy part: it stands out among its siblings, but not against its own past
+    assert noisy["contrasts"]["siblings"]["survives"] and not noisy["contrasts"]["own_history"]["survives"]
+    assert noisy["q"] >= 0.05
+    # the failures sit on the hosts of one driver; power runs higher there at any time: flagged
+    assert [(g["dimension"], g["value"], g["failures"], g["of"]) for g in r["concentrated_on"]] == [
+        ("driver", "535.104", 4, 4)]
+    power = rows["gpu.power"]
+    assert any("over-represented on driver 535.104" in f for f in power["flags"]) and power["q"] >= 0.05
+    assert not cause["flags"] and order.index("gpu.power") > order.index("gpu.ecc.dram_sbe_volatile")
