@@ -52,7 +52,8 @@ def _scan_view(r: dict) -> dict:
                "them; ⚑ flagged)")
     return {"r": r, "rows": rows, "figure": figure, "lead": fmt_offset(-int(r.get("lead_window_s") or 0)),
             "contrasts_figure": charts.scan_contrasts(with_contrasts).to_json() if with_contrasts else None,
-            "contrasts_caption": caption, "significant": sum(1 for row in tested if row["q"] < 0.05)}
+            "contrasts_caption": caption, "significant": sum(1 for row in tested if row["q"] < 0.05),
+            "untested": [row for row in rows if row.get("not_tested")]}
 
 
 def _fleet_test_view(job: BackgroundJob) -> dict:

@@ -102,6 +102,7 @@ class FleetTestResult:
     node_days: float = 0.0
     examples: list[dict] = field(default_factory=list)
     matched_on_activity: bool = False
+    excluded: windows.Exclusions = field(default_factory=windows.Exclusions)  # candidate controls left out
 
     def as_dict(self) -> dict:
         recall, rlo, rhi = jeffreys_interval(self.a, self.c)
@@ -118,7 +119,8 @@ class FleetTestResult:
             "range": list(self.range) if self.range else None, "outcome_interruptions": self.n_outcome,
             "table": {"a": self.a, "b": self.b, "c": self.c, "d": self.d},
             "no_data": {"before": self.no_data_before, "controls": self.no_data_controls},
-            "controls": self.controls, "matched_on_activity": self.matched_on_activity,
+            "controls": self.controls, "controls_excluded": self.excluded.as_dict(),
+            "matched_on_activity": self.matched_on_activity,
             "recall": recall, "recall_ci": [rlo, rhi],
             "control_rate": control_rate, "control_rate_ci": [clo, chi],
             "lift": lift, "lift_ci": [llo, lhi], "p": p,
@@ -288,7 +290,8 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     fires, coverage = _firing_minutes(cluster, signal, lo_s, hi_s, timeout_s)
     say(3, f"{len(chosen)} interruptions of {outcome.label} against their controls")
     allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
-    found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations)
+    found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations,
+                                    excluded=result.excluded)
     result.matched_on_activity = result.matched_on_activity or bool(allocations)
     _judge(found, fires, coverage)
     result.n_outcome += len(chosen)

@@ -138,6 +138,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     values: dict[str, tuple[list[float], list[float]]] = {}
     parts: dict[str, dict] = {}  # metric -> contrasts.collect's pooled parts
     groups: list[contrasts.Concentration] = []  # racks/drivers/firmware the failures concentrate on
+    excluded = windows.Exclusions()  # candidate controls left out, and why
+    no_data: dict[str, list[int]] = {}  # metric -> [windows before without data, controls without data]
     n_outcome = n_named = 0
     matched = False
     lo_all = hi_all = None
@@ -165,7 +167,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         hosts = hosts_of(cluster, timeout_s=timeout_s)
         allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
         matched = matched or bool(allocations)
-        found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations)
+        found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations,
+                                        excluded=excluded)
         failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
         n_named += sum(u is not None for u in failing)
         found_groups = contrasts.concentration(cluster, [u[0] if u else it.hosts for u, it in zip(failing, chosen)],
@@ -178,9 +181,12 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             say(done - 1, total, f"scanning metric {done}/{total}: {metric}")
             vals, unit_vals = unit_window_values(cluster, spans, metric, lo_s=q_lo, hi_s=hi_s, timeout_s=timeout_s)
             before, control = values.setdefault(metric, ([], []))
+            gaps = no_data.setdefault(metric, [0, 0])
             for w, v in zip(found, vals):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
+                else:
+                    gaps[w.kind != "before"] += 1
             parts[metric] = contrasts.collect(unit_vals, spans, failing, catalog.get(metric).bad != "down",
                                               parts.get(metric))
     say(total, total, "ranking")
@@ -197,6 +203,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             res = mannwhitneyu(before, control, alternative=alternative, method="auto")
             # statistic is U of the first sample whatever the alternative: U / (n1·n2) = P(b > c) + ½P(b = c)
             row.update(auc=float(res.statistic) / (len(before) * len(control)), p=float(res.pvalue))
+        if row["p"] is None:
+            row["not_tested"] = _why_not(len(before), len(control), no_data.get(metric, [0, 0]), excluded)
         found = contrasts.summarize(parts.get(metric), groups)
         row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
                    p_fleet=row["p"], within_job=None)
@@ -226,9 +234,25 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         "outcome": outcome.label, "lead_window_s": W, "clusters": list(clusters),
         "range": [iso(lo_all), iso(hi_all)] if lo_all is not None else None,
         "outcome_interruptions": n_outcome, "components_named": n_named,
-        "concentrated_on": [g.as_dict() for g in groups], "matched_on_activity": matched, "metrics_tested": len(tested), "metrics_seen": len(rows),
+        "concentrated_on": [g.as_dict() for g in groups], "controls_excluded": excluded.as_dict(),
+        "matched_on_activity": matched, "metrics_tested": len(tested), "metrics_seen": len(rows),
         "rows": rows,
     }
+
+
+def _why_not(n_before: int, n_control: int, gaps: list[int], excluded: "windows.Exclusions") -> str:
+    """Why a metric was not tested: which windows it lacked, and what left the controls out."""
+    parts = []
+    if n_before < MIN_WINDOWS:
+        parts.append(f"{n_before} window{'s' if n_before != 1 else ''} before the outcome with data "
+                     f"({gaps[0]} without any), {MIN_WINDOWS} needed")
+    if n_control < MIN_WINDOWS:
+        parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with data ({gaps[1]} without any), "
+                     f"{MIN_WINDOWS} needed")
+    left = {"outside the history": excluded.outside_history, "touched by an interruption": excluded.interrupted,
+            "hosts idle": excluded.idle, "too few healthy peers": excluded.too_few_peers}
+    why = ", ".join(f"{n} {reason}" for reason, n in left.items() if n)
+    return "; ".join(parts) + (f"; candidate controls left out: {why}" if why else "")
 
 
 # --- the outcome classes present --------------------------------------------------------------

@@ -14,18 +14,23 @@ Anything else is refused with the accepted forms.
 Windows (W = the lead window)
 -----------------------------
 - **before the outcome**: for each interruption of the outcome, [t0 − W, t0) on the job's hosts;
-- **same hosts at healthy times**: the same hosts over the same time of day 1, 2 and 3 days
-  before and after, kept when no interruption of any kind touched those hosts from the window's
-  start to W after its end, and the window lies in the tested range (later days count too: a
-  short history still has controls, and a host that was down after its failure has no data);
-- **healthy peers at the same time**: as many hosts as the job had (at most what there is), of
-  the same cluster, reporting the metric, outside the job, without an interruption from t0 − W
-  to t0 + W; picked by a hash of (job, host), so a re-run picks the same ones.
-Controls are matched on activity: a control window counts only when its hosts were running a
-job at its end (at least half of them, for the same-host controls; each peer, for the peers),
-as the hosts before an interruption were. An idle host runs cooler, quieter and slower, and
-workload-driven metrics would otherwise look like precursors. A cluster without any job
-allocations on record is not matched.
+- **controls**: every matched healthy window the data has, of two kinds —
+  **same hosts at other times**: the job's hosts over [t0 − W + j·W, t0 + j·W) for every whole
+  j ≠ 0 that keeps the window inside the tested range (back to back, both sides, the whole
+  history: a 36 h history still has them); **healthy peers at the same time**: disjoint groups of
+  as many hosts as the job had, of the same cluster, reporting the metric, outside the job (an
+  equal number of hosts: a window's value is the worst over its hosts, so fewer hosts would read
+  lower). A candidate counts only when no interruption of any kind touched its hosts from its
+  start to W after its end, and it is matched on activity: its hosts were running a job at its
+  end (at least half of them, for the same hosts; each peer), as the hosts before an
+  interruption were. An idle host runs cooler, quieter and slower, and workload-driven metrics
+  would otherwise look like precursors. A cluster without any job allocations on record is not
+  matched.
+- Of the candidates, ``k`` per window before the outcome (``CONTROLS_PER_POSITIVE``, 24) are
+  drawn by a hash of (cluster, job, kind, start, hosts), so a re-run draws the same ones;
+  ``Exclusions`` counts the candidates left out and why (outside the history, touched by an
+  interruption, idle, too few healthy peers, beyond k), so a metric that cannot be tested says
+  exactly why.
 A window whose hosts reported nothing of the metric in it (hourly coverage, ``covered``) is left
 out and counted as ``no data`` by its users.
 """
@@ -40,7 +45,6 @@ import numpy as np
 from telemetry import catalog, rules, store
 from telemetry.queries.interruptions import EVENT_WINDOW_S, INTERRUPTION_STATES
 
-CONTROL_DAYS = (-3, -2, -1, 1, 2, 3)  # days from t0; the windows keep the time of day
 CONTROL_REACH_S = 4 * 86400  # how far from the range controls (and the interruptions that veto them) reach
 COVERAGE_S = 3600
 QUERY_TIMEOUT_S = 600
@@ -269,28 +273,70 @@ def outcome_interruptions(cluster: str, outcome: Outcome, W: int, lo_s: int, hi_
     return chosen, host_t0s_arr
 
 
+CONTROLS_PER_POSITIVE = 24  # controls drawn per window before the outcome (k)
+MAX_OFFSETS = 500  # same-host candidates looked at on each side (a 1-min window over a month)
+
+
+@dataclass
+class Exclusions:
+    """Why candidate control windows were not used, counted per reason (the page says it)."""
+    outside_history: int = 0  # the window falls outside the data's range
+    interrupted: int = 0  # an interruption of its hosts ended in it or within W after it
+    idle: int = 0  # its hosts were not running a job (controls are matched on activity)
+    too_few_peers: int = 0  # fewer healthy busy hosts at that time than the job had
+    beyond_k: int = 0  # usable, but k were drawn already
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
 def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str, np.ndarray], W: int,
                     lo_s: int, hi_s: int, reporting: list[str],
-                    allocations: Allocations | None = None) -> list[Window]:
-    """The window before each chosen interruption and its controls (see the module docstring);
-    with ``allocations``, controls only where the hosts were running a job at the window's end."""
+                    allocations: Allocations | None = None, *, k: int = CONTROLS_PER_POSITIVE,
+                    excluded: Exclusions | None = None) -> list[Window]:
+    """The window before each chosen interruption and up to ``k`` matched healthy controls drawn
+    from every candidate the data has (see the module docstring); ``excluded`` counts the rest."""
     matched = bool(allocations)
+    excluded = excluded if excluded is not None else Exclusions()
     windows: list[Window] = []
     for idx, it in enumerate(chosen):
         windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
-        for k in CONTROL_DAYS:
-            s, e = it.t0 - W + k * 86400, it.t0 + k * 86400
-            if s < lo_s or e > hi_s or touched(host_t0s, it.hosts, s, e + W):
+        n = len(it.hosts)
+        candidates: list[Window] = []
+        # the same hosts at every other time the history holds, back to back with the lead window
+        steps = range(max(-((it.t0 - W - lo_s) // W), -MAX_OFFSETS), min((hi_s - it.t0) // W, MAX_OFFSETS) + 1)
+        for j in steps:
+            if j == 0:
                 continue
-            if matched and 2 * sum(allocations.busy(h, e - 1) for h in it.hosts) < len(it.hosts):
+            s, e = it.t0 - W + j * W, it.t0 + j * W
+            if s < lo_s or e > hi_s:
+                excluded.outside_history += 1
                 continue
-            windows.append(Window("same_hosts", idx, it.hosts, s, e))
+            if touched(host_t0s, it.hosts, s, e + W):
+                excluded.interrupted += 1
+                continue
+            if matched and 2 * sum(allocations.busy(h, e - 1) for h in it.hosts) < n:
+                excluded.idle += 1
+                continue
+            candidates.append(Window("same_hosts", idx, it.hosts, s, e))
+        # healthy peers at the same time, as many hosts as the job, in disjoint groups
         job_hosts = set(it.hosts)
-        candidates = [h for h in reporting if h not in job_hosts and not touched(host_t0s, (h,), it.t0 - W, it.t0 + W)
-                      and (not matched or allocations.busy(h, it.t0 - 1))]
-        if candidates:
-            windows.append(Window("peers", idx, pick_peers(f"{cluster}|{it.job_id}", candidates, len(it.hosts)),
-                                  it.t0 - W, it.t0))
+        pool = [h for h in reporting if h not in job_hosts]
+        ok = [h for h in pool if not touched(host_t0s, (h,), it.t0 - W, it.t0 + W)]
+        excluded.interrupted += len(pool) - len(ok)
+        busy = [h for h in ok if not matched or allocations.busy(h, it.t0 - 1)]
+        excluded.idle += len(ok) - len(busy)
+        ranked = sorted(busy, key=lambda h: hashlib.blake2b(f"{cluster}|{it.job_id}|{h}".encode(),
+                                                            digest_size=8).digest())
+        groups = [tuple(sorted(ranked[g:g + n])) for g in range(0, len(ranked) - n + 1, n)]
+        if not groups and busy:
+            excluded.too_few_peers += 1
+        candidates += [Window("peers", idx, g, it.t0 - W, it.t0) for g in groups]
+        # k of them, by a hash of (job, window): a re-run draws the same
+        candidates.sort(key=lambda w: hashlib.blake2b(
+            f"{cluster}|{it.job_id}|{w.kind}|{w.start}|{','.join(w.hosts)}".encode(), digest_size=8).digest())
+        excluded.beyond_k += max(0, len(candidates) - k)
+        windows += candidates[:k]
     return windows
 
 

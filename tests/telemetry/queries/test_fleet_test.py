@@ -88,7 +88,10 @@ def test_the_injected_precursor_is_found_with_its_lead_time(fleet):
     assert r["outcome_interruptions"] == 6
     assert (r["table"]["a"], r["table"]["c"]) == (6, 0)
     assert r["table"]["b"] == 0 and r["table"]["d"] >= 12  # quiet controls: same hosts on other days, peers
-    assert r["controls"]["same_hosts"] > 0 and r["controls"]["peers"] == 6
+    # k controls per failure drawn from every healthy window: the same hosts at other times, and
+    # healthy peers at the same time (11 other hosts: disjoint one-host groups)
+    assert r["controls"]["same_hosts"] > 0 and r["controls"]["peers"] >= 6
+    assert r["controls"]["same_hosts"] + r["controls"]["peers"] == 6 * windows.CONTROLS_PER_POSITIVE
     assert r["lift"] > 5 and r["p"] < 1e-3 and r["lift_ci"][0] > 1
     assert r["recall"] == 1.0 and r["recall_ci"][0] > 0.6
     # The ramp starts 3 h before t0: the first firing minute is within a few minutes of that.
@@ -203,15 +206,20 @@ def test_controls_are_matched_on_activity(clean_store):
                                       timeout_s=30)
     assert allocations.busy("b1", int(end.timestamp())) and not allocations.busy("i1", int(end.timestamp()))
     lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp())
-    for _ in range(3):  # whichever the hash picks, never an idle host
-        found = windows.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, allocations)
-        peers = [w for w in found if w.kind == "peers"]
-        assert len(peers) == 1 and set(peers[0].hosts) <= {"b1", "b2", "b3"}
-    # f1 ran its failing job only from 30 h before t0: a day earlier it was busy, a day later not.
+    excluded = windows.Exclusions()
+    found = windows.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, allocations, excluded=excluded)
+    again = windows.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, allocations)
+    assert [(w.kind, w.hosts, w.start) for w in found] == [(w.kind, w.hosts, w.start) for w in again]  # reproducible
+    peers = [w for w in found if w.kind == "peers"]
+    # never an idle host: the three busy hosts, one group each (the job had one host)
+    assert sorted(p.hosts for p in peers) == [("b1",), ("b2",), ("b3",)]
+    # f1 ran its failing job only from 30 h before t0: only the hours it was busy count, then k of them
     same = sorted(w.end - int(end.timestamp()) for w in found if w.kind == "same_hosts")
-    assert same == [-86400]
+    assert all(-29 * 3600 <= e <= -3600 and e % 3600 == 0 for e in same)
+    assert len(found) == 1 + windows.CONTROLS_PER_POSITIVE
+    assert excluded.idle >= 3 + 40 and excluded.beyond_k == 29 + 3 - windows.CONTROLS_PER_POSITIVE
     unmatched = windows.matched_windows("act", chosen, t0s, 3600, lo, hi, reporting, None)
-    assert len([w for w in unmatched if w.kind == "same_hosts"]) == 3  # days -1, +1, +2 in range
+    assert len(unmatched) == 1 + windows.CONTROLS_PER_POSITIVE  # every hour of the 4 days is a candidate
 
 
 def test_link_down_is_an_outcome_the_interruptions_with_a_link_down_near_t0(clean_store):

@@ -83,3 +83,53 @@ def test_the_classes_present_are_offered_with_their_interruptions(fleet):
     both = signal_scan.scan_classes([windows.parse_outcome(c["outcome"]) for c in classes[:2]], 3600,
                                     clusters=[fleet], metrics=["gpu.pcie.replay"])
     assert [(r["outcome"], r["outcome_interruptions"]) for r in both["classes"]] == [("NODE_FAIL", 6), ("XID 79", 3)]
+
+
+def test_three_failures_with_a_real_precursor_and_36_hours_of_history_reach_p_below_0_01(telemetry_store):
+    """Controls come from every matched healthy window the data has: the same hosts at every other
+    time of a short history and healthy peers at the same time, not only 1-3 days away."""
+    from datetime import timedelta
+
+    import numpy as np
+
+    from telemetry.queries import fleet_test
+
+    from . import BASE, every, write_rows, write_samples
+    from .test_fleet_test import _job
+
+    cluster, hosts, n = "short", [f"s{i:02d}" for i in range(12)], 36 * 60
+    rng = np.random.default_rng(2)
+    ts = every(BASE, 60, n)
+    fails = {"s01": 14 * 60, "s05": 22 * 60, "s09": 30 * 60}  # minutes after BASE
+    jobs, alloc = [], []
+    for i, h in enumerate(hosts):
+        sbe = rng.poisson(0.05, n).astype(float)
+        if h in fails:
+            t0 = fails[h]
+            sbe[t0 - 120:t0] += 3  # three corrected errors a minute for two hours before
+            j, a = _job(str(40 + i), h, BASE + timedelta(minutes=t0), cluster=cluster)
+            j["start_ts"] = a["start_ts"] = BASE
+            jobs.append(j), alloc.append(a)
+        write_samples(cluster, h, "gpu0", "gpu.ecc.dram_sbe_volatile", ts, np.cumsum(sbe))
+        j, a = _job(str(70 + i), h, BASE + timedelta(hours=36), "COMPLETED", cluster=cluster)
+        j["start_ts"] = a["start_ts"] = BASE + timedelta(minutes=fails.get(h, -1) + 1)
+        jobs.append(j), alloc.append(a)
+    write_rows("jobs", jobs)
+    write_rows("job_hosts", alloc)
+    r = signal_scan.scan(windows.parse_outcome("NODE_FAIL"), 8 * 3600, clusters=[cluster])
+    row = r["rows"][0]
+    assert r["outcome_interruptions"] == 3 and row["metric"] == "gpu.ecc.dram_sbe_volatile"
+    assert row["n_before"] == 3 and row["n_control"] >= 20 and row["p"] < 0.01 and row["auc"] == 1.0
+    test = fleet_test.run(fleet_test.Signal("gpu.ecc.dram_sbe_volatile", "rate", ">", 0.04, 8 * 3600),
+                          windows.parse_outcome("NODE_FAIL"), clusters=[cluster]).as_dict()
+    assert (test["table"]["a"], test["table"]["c"]) == (3, 0) and test["p"] < 0.01
+
+
+def test_a_metric_that_cannot_be_tested_says_why(fleet):
+    # a 5-day lead over 8 days of history: only two of the three XID 79 failures have a whole window
+    r = signal_scan.scan(windows.parse_outcome("XID 79"), 5 * 86400, clusters=[fleet])
+    assert r["outcome_interruptions"] == 2 and r["metrics_tested"] == 0
+    for row in r["rows"]:
+        assert row["not_tested"].startswith("2 windows before the outcome with data (0 without any), 3 needed")
+    assert "candidate controls left out" in r["rows"][0]["not_tested"]
+    assert sum(r["controls_excluded"].values()) > 0
