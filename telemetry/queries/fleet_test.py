@@ -145,33 +145,43 @@ def _relative_risk(a: int, b: int, c: int, d: int):
     return rr, rr * math.exp(-z * se), rr * math.exp(z * se)
 
 
+# The raw samples of one metric in one cluster (a threshold fires at the sample that crosses it).
+_RAW_SQL = ("SELECT host, component, ts, value FROM samples WHERE cluster = {cluster:String} "
+            "AND metric = {metric:String} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
+            "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
+
+
 def _firing_sql(signal: Signal, counter: bool) -> str:
+    """(host, ms) of each firing, at the time of the sample that shows it: the first sample past a
+    threshold in each minute (raw samples, not the minute's start), the sample that closes a
+    minute whose rate passes (the minute's last sample), the last sample of an hour whose trend
+    passes. An alarm therefore never starts before the data that raised it."""
     op = signal.operator
     if signal.condition == "threshold":
-        value = "hi" if op == ">" else "lo"
-        return (f"SELECT host, toUnixTimestamp(ts) AS t FROM ({ROLLUP_SQL}) "
-                f"WHERE {value} {op} {{thr:Float64}} GROUP BY host, t ORDER BY host, t")
+        return (f"SELECT host, toUnixTimestamp64Milli(min(ts)) AS t FROM ({_RAW_SQL}) "
+                f"WHERE value {op} {{thr:Float64}} GROUP BY host, component, toStartOfMinute(ts) "
+                "ORDER BY host, t")
     if signal.condition == "rate":
         value = "hi" if counter else "s / n"
         clock = "toUnixTimestamp64Milli(last_ts) / 1000.0" if counter else "toFloat64(toUnixTimestamp(ts))"
         reset = "AND v >= pv" if counter else ""
         return (
-            "SELECT host, t FROM ("
-            f"  SELECT host, toUnixTimestamp(ts) AS t, {value} AS v, {clock} AS c, "
+            "SELECT host, toUnixTimestamp64Milli(min(last)) AS t FROM ("
+            f"  SELECT host, toUnixTimestamp(ts) AS m, last_ts AS last, {value} AS v, {clock} AS c, "
             "   lagInFrame(v) OVER w AS pv, lagInFrame(c) OVER w AS pc, row_number() OVER w AS rn "
             f"  FROM ({ROLLUP_SQL}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
             "   ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
             f"WHERE rn > 1 AND c > pc {reset} AND (v - pv) / (c - pc) {op} {{thr:Float64}} "
-            "GROUP BY host, t ORDER BY host, t")
+            "GROUP BY host, m ORDER BY host, t")
     # trend: hourly averages, the change from one hour to the next, per hour
     return (
-        "SELECT host, t FROM ("
-        "  SELECT host, h AS t, v, lagInFrame(v) OVER w AS pv, lagInFrame(h) OVER w AS ph, row_number() OVER w AS rn "
-        "  FROM (SELECT host, component, intDiv(toUnixTimestamp(ts), 3600) * 3600 AS h, sum(s) / sum(n) AS v "
-        f"        FROM ({ROLLUP_SQL}) GROUP BY host, component, h) "
+        "SELECT host, toUnixTimestamp64Milli(min(last)) AS t FROM ("
+        "  SELECT host, h, last, v, lagInFrame(v) OVER w AS pv, lagInFrame(h) OVER w AS ph, row_number() OVER w AS rn "
+        "  FROM (SELECT host, component, intDiv(toUnixTimestamp(ts), 3600) * 3600 AS h, sum(s) / sum(n) AS v, "
+        f"        max(last_ts) AS last FROM ({ROLLUP_SQL}) GROUP BY host, component, h) "
         "  WINDOW w AS (PARTITION BY host, component ORDER BY h ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
-        f"WHERE rn > 1 AND t > ph AND (v - pv) / ((t - ph) / 3600.0) {op} {{thr:Float64}} "
-        "GROUP BY host, t ORDER BY host, t")
+        f"WHERE rn > 1 AND h > ph AND (v - pv) / ((h - ph) / 3600.0) {op} {{thr:Float64}} "
+        "GROUP BY host, h ORDER BY host, t")
 
 
 def _alarm_starts(times: np.ndarray, lead_s: int) -> np.ndarray:
@@ -180,10 +190,10 @@ def _alarm_starts(times: np.ndarray, lead_s: int) -> np.ndarray:
     starts = []
     i, n = 0, len(times)
     while i < n:
-        t = int(times[i])
+        t = float(times[i])
         starts.append(t)
         i = int(np.searchsorted(times, t + lead_s, side="left"))
-    return np.asarray(starts, dtype=np.int64)
+    return np.asarray(starts, dtype=np.float64)
 
 
 def _first_fire(fires: dict[str, np.ndarray], hosts, start: int, end: int) -> int | None:
@@ -194,7 +204,7 @@ def _first_fire(fires: dict[str, np.ndarray], hosts, start: int, end: int) -> in
             continue
         i = int(np.searchsorted(arr, start, side="left"))
         if i < len(arr) and arr[i] < end and (best is None or arr[i] < best):
-            best = int(arr[i])
+            best = float(arr[i])
     return best
 
 
@@ -215,7 +225,9 @@ def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_
     """Per host, the sorted minutes where the signal fires, and the hours the metric has data."""
     counter = catalog.get(signal.metric).is_counter
     params = {"cluster": cluster, "metric": signal.metric, "lo_s": lo_s, "hi_s": hi_s, "thr": float(signal.threshold)}
-    fires = windows.columns_by_host(_firing_sql(signal, counter), params, tag="fleet_test:fires", timeout_s=timeout_s)
+    fires_ms = windows.columns_by_host(_firing_sql(signal, counter), params, tag="fleet_test:fires",
+                                       timeout_s=timeout_s)
+    fires = {h: np.sort(t) / 1000.0 for h, t in fires_ms.items()}  # seconds, to the millisecond
     coverage = windows.coverage(cluster, signal.metric, lo_s, hi_s, timeout_s=timeout_s)
     return fires, coverage
 
@@ -236,7 +248,7 @@ def _tally(result: FleetTestResult, found: list[Window], chosen: list[Interrupti
                 result.no_data_before += 1
             elif w.fired_at is not None:
                 result.a += 1
-                result.lead_times_s.append(int(chosen[w.index].t0 - w.fired_at))
+                result.lead_times_s.append(round(chosen[w.index].t0 - w.fired_at, 3))
             else:
                 result.c += 1
         else:
@@ -258,7 +270,7 @@ def _add_examples(result: FleetTestResult, cluster: str, found: list[Window], ch
                 "cluster": cluster, "job_id": it.job_id, "name": it.name, "state": it.state,
                 "t0": datetime.fromtimestamp(it.t0, timezone.utc).isoformat(), "hosts": len(it.hosts),
                 "fired": w.fired_at is not None, "has_data": w.has_data,
-                "lead_s": int(it.t0 - w.fired_at) if w.fired_at is not None else None,
+                "lead_s": round(it.t0 - w.fired_at) if w.fired_at is not None else None,
             })
 
 
@@ -274,8 +286,8 @@ def _count_alarms(result: FleetTestResult, fires, chosen: list[Interruption], W:
         result.alarms += len(opened)
         after = outcome_arr.get(host)
         if after is not None and len(opened):
-            # the first outcome t0 after each alarm's first minute: within W makes it true
-            i = np.searchsorted(after, opened + 1, side="left")
+            # the first outcome t0 after each alarm's first firing sample: within W makes it true
+            i = np.searchsorted(after, opened, side="right")
             ok = i < len(after)
             result.true_alarms += int(np.count_nonzero(after[i[ok]] <= opened[ok] + W))
 

@@ -235,3 +235,21 @@ def test_link_down_is_an_outcome_the_interruptions_with_a_link_down_near_t0(clea
     lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp())
     chosen, _ = windows.outcome_interruptions(CLUSTER, st.parse_outcome("link down"), 3600, lo, hi, timeout_s=60)
     assert [c.job_id for c in chosen] == ["71"]
+
+
+def test_an_alarm_starts_at_the_sample_that_raised_it_and_lead_times_are_exact(clean_store):
+    """A rise at 03:46:30 before a failure at 04:46:30, 1 h lead: the window fires at 03:46:30
+    (not at the minute boundary below it), the lead is exactly 3600 s and the alarm is true."""
+    t_rise = BASE + timedelta(days=1, hours=3, minutes=46, seconds=30)
+    t0 = t_rise + timedelta(hours=1)
+    ts = every(BASE, 10, 2 * 8640)
+    temp = np.where([(t >= t_rise) and (t < t0) for t in ts], 90.0, 60.0)
+    write_samples("exact", "x1", "gpu0", "gpu.temp", ts, temp)
+    write_samples("exact", "x2", "gpu0", "gpu.temp", ts, np.full(len(ts), 60.0))
+    j, a = _job("1", "x1", t0, cluster="exact")
+    write_rows("jobs", [j])
+    write_rows("job_hosts", [a])
+    r = st.run(st.Signal("gpu.temp", "threshold", ">", 85, 3600), st.parse_outcome("NODE_FAIL"),
+               clusters=["exact"]).as_dict()
+    assert r["lead_times_s"] == [3600.0]
+    assert (r["alarms"], r["true_alarms"]) == (1, 1)
