@@ -32,11 +32,15 @@ c and d the quiet ones. recall = a/(a+c); control firing rate = b/(b+d); lift = 
 p = Fisher's exact test, one-sided (more firing before the outcome than in controls).
 Intervals on proportions are Jeffreys 95 %.
 
-Alarms: each host's firing minutes, de-duplicated to one alarm per W (the first minute opens
-an alarm, minutes within W of it belong to it). An alarm is true when an interruption of the
-outcome involving that host has t0 within (first minute, first minute + W]. precision =
-true / alarms; false alarms per 1,000 node-days observed (node-days from the hourly coverage).
-Lead time: t0 − the first firing minute of each fired window before the outcome.
+Alarms: each part's firings (a part: the component up to its first ``/``, gpu3 for
+gpu3/nvlink2; '' for host-level series), de-duplicated to one alarm per W (the first firing opens
+an alarm, firings within W of it belong to it). Counting per part, not per host, keeps a rise on
+every GPU of a job from counting as one true alarm per host. An alarm is true when an
+interruption of the outcome has t0 within (first firing, first firing + W] and names that part
+(the GPU of its XID, the NIC of its link-down), or names no part and involves that host.
+precision = true / alarms; false alarms per 1,000 node-days observed (node-days from the hourly
+coverage). Firings are timed at the sample that shows them (below), so lead times are exact.
+Lead time: t0 − the first firing of each fired window before the outcome.
 """
 from __future__ import annotations
 
@@ -48,8 +52,8 @@ from typing import Callable
 import numpy as np
 from scipy.stats import fisher_exact
 
-from telemetry import catalog, rules
-from telemetry.queries import windows
+from telemetry import catalog, rules, store
+from telemetry.queries import contrasts, windows
 from telemetry.queries.windows import (COVERAGE_S, QUERY_TIMEOUT_S, ROLLUP_SQL, Interruption, NotTestable,  # noqa: F401
                                        Outcome, Window, parse_outcome)
 from telemetry.stats import jeffreys_interval
@@ -145,6 +149,8 @@ def _relative_risk(a: int, b: int, c: int, d: int):
     return rr, rr * math.exp(-z * se), rr * math.exp(z * se)
 
 
+_UNIT = "splitByChar('/', component)[1]"  # gpu3/nvlink2 -> gpu3: the part an alarm is raised on
+
 # The raw samples of one metric in one cluster (a threshold fires at the sample that crosses it).
 _RAW_SQL = ("SELECT host, component, ts, value FROM samples WHERE cluster = {cluster:String} "
             "AND metric = {metric:String} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
@@ -158,30 +164,30 @@ def _firing_sql(signal: Signal, counter: bool) -> str:
     passes. An alarm therefore never starts before the data that raised it."""
     op = signal.operator
     if signal.condition == "threshold":
-        return (f"SELECT host, toUnixTimestamp64Milli(min(ts)) AS t FROM ({_RAW_SQL}) "
-                f"WHERE value {op} {{thr:Float64}} GROUP BY host, component, toStartOfMinute(ts) "
-                "ORDER BY host, t")
+        return (f"SELECT host, {_UNIT} AS unit, toUnixTimestamp64Milli(min(ts)) AS t FROM ({_RAW_SQL}) "
+                f"WHERE value {op} {{thr:Float64}} GROUP BY host, unit, toStartOfMinute(ts) "
+                "ORDER BY host, unit, t")
     if signal.condition == "rate":
         value = "hi" if counter else "s / n"
         clock = "toUnixTimestamp64Milli(last_ts) / 1000.0" if counter else "toFloat64(toUnixTimestamp(ts))"
         reset = "AND v >= pv" if counter else ""
         return (
-            "SELECT host, toUnixTimestamp64Milli(min(last)) AS t FROM ("
-            f"  SELECT host, toUnixTimestamp(ts) AS m, last_ts AS last, {value} AS v, {clock} AS c, "
+            f"SELECT host, {_UNIT} AS unit, toUnixTimestamp64Milli(min(last)) AS t FROM ("
+            f"  SELECT host, component, toUnixTimestamp(ts) AS m, last_ts AS last, {value} AS v, {clock} AS c, "
             "   lagInFrame(v) OVER w AS pv, lagInFrame(c) OVER w AS pc, row_number() OVER w AS rn "
             f"  FROM ({ROLLUP_SQL}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
             "   ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
             f"WHERE rn > 1 AND c > pc {reset} AND (v - pv) / (c - pc) {op} {{thr:Float64}} "
-            "GROUP BY host, m ORDER BY host, t")
+            "GROUP BY host, unit, m ORDER BY host, unit, t")
     # trend: hourly averages, the change from one hour to the next, per hour
     return (
-        "SELECT host, toUnixTimestamp64Milli(min(last)) AS t FROM ("
-        "  SELECT host, h, last, v, lagInFrame(v) OVER w AS pv, lagInFrame(h) OVER w AS ph, row_number() OVER w AS rn "
+        f"SELECT host, {_UNIT} AS unit, toUnixTimestamp64Milli(min(last)) AS t FROM ("
+        "  SELECT host, component, h, last, v, lagInFrame(v) OVER w AS pv, lagInFrame(h) OVER w AS ph, row_number() OVER w AS rn "
         "  FROM (SELECT host, component, intDiv(toUnixTimestamp(ts), 3600) * 3600 AS h, sum(s) / sum(n) AS v, "
         f"        max(last_ts) AS last FROM ({ROLLUP_SQL}) GROUP BY host, component, h) "
         "  WINDOW w AS (PARTITION BY host, component ORDER BY h ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
         f"WHERE rn > 1 AND h > ph AND (v - pv) / ((h - ph) / 3600.0) {op} {{thr:Float64}} "
-        "GROUP BY host, h ORDER BY host, t")
+        "GROUP BY host, unit, h ORDER BY host, unit, t")
 
 
 def _alarm_starts(times: np.ndarray, lead_s: int) -> np.ndarray:
@@ -222,14 +228,24 @@ def _tested_range(cluster: str, metric: str, start: datetime | None, end: dateti
 
 
 def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_s: int):
-    """Per host, the sorted minutes where the signal fires, and the hours the metric has data."""
+    """Per host and per (host, unit), the sorted times where the signal fires, and the hours the
+    metric has data."""
     counter = catalog.get(signal.metric).is_counter
     params = {"cluster": cluster, "metric": signal.metric, "lo_s": lo_s, "hi_s": hi_s, "thr": float(signal.threshold)}
-    fires_ms = windows.columns_by_host(_firing_sql(signal, counter), params, tag="fleet_test:fires",
-                                       timeout_s=timeout_s)
-    fires = {h: np.sort(t) / 1000.0 for h, t in fires_ms.items()}  # seconds, to the millisecond
+    table = store.query_arrow(_firing_sql(signal, counter), params, tag="fleet_test:fires", timeout_s=timeout_s)
+    by_unit: dict[tuple[str, str], np.ndarray] = {}
+    if table.num_rows:
+        hosts = table.column(0).to_pandas().astype(str).to_numpy()
+        units = table.column(1).to_pandas().astype(str).to_numpy()
+        times = table.column(2).to_numpy().astype(np.float64) / 1000.0  # seconds, to the millisecond
+        key_change = np.flatnonzero((hosts[1:] != hosts[:-1]) | (units[1:] != units[:-1])) + 1
+        for a, b in zip(np.r_[0, key_change], np.r_[key_change, len(hosts)]):
+            by_unit[(str(hosts[a]), str(units[a]))] = times[a:b]
+    fires: dict[str, np.ndarray] = {}
+    for (h, _), t in by_unit.items():
+        fires[h] = np.sort(np.concatenate((fires[h], t))) if h in fires else t
     coverage = windows.coverage(cluster, signal.metric, lo_s, hi_s, timeout_s=timeout_s)
-    return fires, coverage
+    return fires, by_unit, coverage
 
 
 def _judge(found: list[Window], fires, coverage) -> None:
@@ -274,17 +290,26 @@ def _add_examples(result: FleetTestResult, cluster: str, found: list[Window], ch
             })
 
 
-def _count_alarms(result: FleetTestResult, fires, chosen: list[Interruption], W: int) -> None:
-    """The alarms a deployed rule would have raised on each host, and how many the outcome followed."""
-    outcome_t0s: dict[str, list[int]] = {}
-    for it in chosen:
-        for h in it.hosts:
-            outcome_t0s.setdefault(h, []).append(it.t0)
-    outcome_arr = {h: np.asarray(sorted(v), dtype=np.int64) for h, v in outcome_t0s.items()}
-    for host, times in fires.items():
+def _count_alarms(result: FleetTestResult, by_unit, chosen: list[Interruption], failing, W: int) -> None:
+    """The alarms a deployed rule would have raised, one series of alarms per part (not per host:
+    a job-wide rise would otherwise count one true alarm per host of the failing job), and how
+    many the outcome followed: on that part where the outcome names it (the XID's GPU), else on
+    that host."""
+    outcome_t0s: dict[tuple[str, str | None], list[int]] = {}
+    for it, unit in zip(chosen, failing):
+        if unit is not None:
+            outcome_t0s.setdefault(unit, []).append(it.t0)
+        else:
+            for h in it.hosts:
+                outcome_t0s.setdefault((h, None), []).append(it.t0)
+    outcome_arr = {k: np.asarray(sorted(v), dtype=np.int64) for k, v in outcome_t0s.items()}
+    for (host, unit), times in by_unit.items():
         opened = _alarm_starts(times, W)
         result.alarms += len(opened)
-        after = outcome_arr.get(host)
+        named = outcome_arr.get((host, unit))
+        anywhere = outcome_arr.get((host, None))
+        after = (np.sort(np.concatenate([x for x in (named, anywhere) if x is not None]))
+                 if named is not None or anywhere is not None else None)
         if after is not None and len(opened):
             # the first outcome t0 after each alarm's first firing sample: within W makes it true
             i = np.searchsorted(after, opened, side="right")
@@ -299,7 +324,7 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     say(1, "interruptions and their hosts")
     chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
     say(2, "minutes where the signal fires")
-    fires, coverage = _firing_minutes(cluster, signal, lo_s, hi_s, timeout_s)
+    fires, by_unit, coverage = _firing_minutes(cluster, signal, lo_s, hi_s, timeout_s)
     say(3, f"{len(chosen)} interruptions of {outcome.label} against their controls")
     allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
     found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations,
@@ -310,7 +335,8 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     _tally(result, found, chosen)
     _add_examples(result, cluster, found, chosen)
     say(4, "alarms a deployed rule would have raised")
-    _count_alarms(result, fires, chosen, W)
+    failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
+    _count_alarms(result, by_unit, chosen, failing, W)
     result.node_days += sum(len(v) for v in coverage.values()) * COVERAGE_S / 86400
 
 

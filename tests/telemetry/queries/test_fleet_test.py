@@ -253,3 +253,24 @@ def test_an_alarm_starts_at_the_sample_that_raised_it_and_lead_times_are_exact(c
                clusters=["exact"]).as_dict()
     assert r["lead_times_s"] == [3600.0]
     assert (r["alarms"], r["true_alarms"]) == (1, 1)
+
+
+def test_alarms_count_per_part_and_a_job_wide_rise_is_not_a_true_alarm_on_every_gpu(clean_store):
+    """An XID 94 on gpu1 of x1; every GPU of the job's two hosts ran hot for the hour before.
+    Per host this was 2 alarms, both "true"; per part it is 4 alarms, and only gpu1's is true."""
+    t0 = BASE + timedelta(days=1, hours=5)
+    ts = every(BASE, 60, 2 * 1440)
+    hot = np.where([(t >= t0 - timedelta(hours=1)) and (t < t0) for t in ts], 90.0, 60.0)
+    for h in ("x1", "x2"):
+        for g in ("gpu0", "gpu1"):
+            write_samples("parts", h, g, "gpu.temp", ts, hot)
+    jobs, alloc = [], []
+    for h in ("x1", "x2"):
+        j, a = _job("1", h, t0, cluster="parts")
+        jobs.append(j), alloc.append(a)
+    write_rows("jobs", jobs[:1])
+    write_rows("job_hosts", alloc)
+    write_rows("events", [event_row("parts", "x1", t0 - timedelta(minutes=1), "xid", 94, "gpu1", "critical")])
+    r = st.run(st.Signal("gpu.temp", "threshold", ">", 85, 3 * 3600), st.parse_outcome("XID 94"),
+               clusters=["parts"]).as_dict()
+    assert (r["alarms"], r["true_alarms"]) == (4, 1)
