@@ -34,10 +34,7 @@ def _answers():
         raise HttpError(503, f"telemetry store unavailable: {type(exc).__name__}") from None
 
 
-@router.get("/inbox")
-def get_inbox(request, range: str = "7d", cluster: str = "", state: str = "", q: str = "", root_cause: str = "",
-              has_case: str = "", page: int = 1):
-    """Interruptions with their case and current verdict; the inbox page's filters."""
+def _inbox_page(range, cluster, state, q, root_cause, has_case, page):
     form = forms.InboxFilterForm({"range": range, "cluster": cluster, "state": state, "q": q,
                                   "root_cause": root_cause, "has_case": has_case, "page": page})
     if not form.is_valid():
@@ -47,7 +44,43 @@ def get_inbox(request, range: str = "7d", cluster: str = "", state: str = "", q:
                             state=f["state"] or None, search=f["q"].strip(), root_cause=f["root_cause"].strip(),
                             has_case=f["has_case"], page_no=f["page"] or 1)
     with _answers():
-        found = inbox.inbox_page(flt)
+        return inbox.inbox_page(flt)
+
+
+@router.get("/interruptions")
+def list_interruptions(request, range: str = "7d", cluster: str = "", state: str = "", q: str = "",
+                       root_cause: str = "", has_case: str = "", page: int = 1):
+    """Interruptions, newest first, 50 a page, with the inbox page's filters: ``range`` (24h, 7d,
+    30d, 90d, all), ``cluster``, ``state`` (a Slurm interruption state), ``q`` (job name or id),
+    ``root_cause`` and ``has_case`` (yes/no: filters on the team's cases, read over the newest 500;
+    ``scanned_all`` says when that did not reach every row). Each row: the job, its run (a
+    requeued job has one row per run that ended abnormally), hosts, the events nearest t0 as the
+    inbox shows them (``XID 94 gpu3@host``), and the case and current verdict if any."""
+    found = _inbox_page(range, cluster, state, q, root_cause, has_case, page)
+    rows = []
+    for r in found.rows:
+        it = r.item
+        rows.append({
+            "cluster": it.cluster, "job_id": it.job_id, "name": it.name, "user": it.user, "partition": it.partition,
+            "state": it.state, "exit_code": it.exit_code, "reason": it.reason,
+            "start": it.start_ts.isoformat() if it.start_ts else None, "t0": it.t0.isoformat(),
+            "n_hosts": it.n_hosts, "n_gpus": it.n_gpus, "hosts": list(it.hosts),
+            "events": [{"label": e.label, "kind": e.kind, "code": e.code, "count": e.count, "host": e.first_host,
+                        "component": e.first_component, "offset_s": e.first_offset_s, "meaning": e.meaning}
+                       for e in it.events],
+            "event_total": it.event_total, "xid_codes": list(it.xid_codes), "link_downs": it.link_flaps,
+            "case_id": r.case.pk if r.case else None, "verdict": r.verdict.kind if r.verdict else None,
+            "root_cause": inbox.cause_label(r.verdict) if r.verdict else None,
+        })
+    return {"total": found.total, "page": found.page_no, "page_size": inbox.PAGE_SIZE, "has_next": found.has_next,
+            "scanned_all": found.scanned_all, "rows": rows}
+
+
+@router.get("/inbox")
+def get_inbox(request, range: str = "7d", cluster: str = "", state: str = "", q: str = "", root_cause: str = "",
+              has_case: str = "", page: int = 1):
+    """Interruptions with their case and current verdict; the inbox page's filters."""
+    found = _inbox_page(range, cluster, state, q, root_cause, has_case, page)
     return {
         "total": found.total, "page": found.page_no, "page_size": inbox.PAGE_SIZE, "scanned_all": found.scanned_all,
         "rows": [{"cluster": r.item.cluster, "job_id": r.item.job_id, "state": r.item.state,

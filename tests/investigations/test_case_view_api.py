@@ -38,3 +38,21 @@ def test_the_api_differences_rank_as_the_fragment_does(alice_client, case):  # n
     defaults = json.loads(html.split('id="diff-defaults" type="application/json">')[1].split("</script>")[0])
     assert body["defaults"] == defaults and body["rows"][0]["host"] == "n01" and body["lead_s"] == 10800
     assert body["peers"] == 4 and body["rows"][0]["scope"] == "gpu"
+
+
+def test_the_interruptions_api_is_the_inbox_as_json_with_its_filters_and_pages(alice_client, fleet):  # noqa: F811
+    from django.test import Client
+
+    body = alice_client.get("/api/interruptions").json()
+    assert (body["total"], body["page"], body["page_size"], body["has_next"]) == (1, 1, 50, False)
+    row = body["rows"][0]
+    assert (row["job_id"], row["state"], row["n_hosts"]) == ("4242", "NODE_FAIL", len(row["hosts"]))
+    # the events nearest t0 as the inbox labels them, the XID on its GPU
+    xid = next(e for e in row["events"] if e["kind"] == "xid")
+    assert xid["code"] == 79 and xid["label"].startswith(f"XID 79 {xid['component']}@") and xid["component"]
+    assert alice_client.get("/api/interruptions", {"state": "TIMEOUT"}).json()["total"] == 0
+    assert alice_client.get("/api/interruptions", {"q": "llm-405b"}).json()["total"] == 1
+    assert alice_client.get("/api/interruptions", {"page": 2}).json()["rows"] == []
+    assert alice_client.get("/api/interruptions", {"range": "1y"}).status_code == 400
+    assert Client().get("/api/interruptions").status_code == 401
+    assert "/api/interruptions" in alice_client.get("/api/openapi.json").content.decode()
