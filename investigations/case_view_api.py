@@ -52,8 +52,7 @@ def list_interruptions(request, range: str = "7d", cluster: str = "", state: str
                        root_cause: str = "", has_case: str = "", page: int = 1):
     """Interruptions, newest first, 50 a page, with the inbox page's filters: ``range`` (24h, 7d,
     30d, 90d, all), ``cluster``, ``state`` (a Slurm interruption state), ``q`` (job name or id),
-    ``root_cause`` and ``has_case`` (yes/no: filters on the team's cases, read over the newest 500;
-    ``scanned_all`` says when that did not reach every row). Each row: the job, its run (a
+    ``root_cause`` and ``has_case`` (yes/no: filters on the team's cases). Each row: the job, its run (a
     requeued job has one row per run that ended abnormally), hosts, the events nearest t0 as the
     inbox shows them (``XID 94 gpu3@host``), and the case and current verdict if any."""
     found = _inbox_page(range, cluster, state, q, root_cause, has_case, page)
