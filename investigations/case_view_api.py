@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import Router
+from ninja import Query, Router
 from ninja.errors import HttpError
 
 from investigations import forms
@@ -34,13 +34,15 @@ def _answers():
         raise HttpError(503, f"telemetry store unavailable: {type(exc).__name__}") from None
 
 
-def _inbox_page(range, cluster, state, q, root_cause, has_case, page):
+def _inbox_page(range, cluster, state, q, root_cause, has_case, page, from_="", to=""):
     form = forms.InboxFilterForm({"range": range, "cluster": cluster, "state": state, "q": q,
-                                  "root_cause": root_cause, "has_case": has_case, "page": page})
+                                  "root_cause": root_cause, "has_case": has_case, "page": page,
+                                  "from": from_, "to": to})
     if not form.is_valid():
-        raise HttpError(400, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        raise HttpError(400, forms.error_text(form))
     f = form.cleaned_data
-    flt = inbox.InboxFilter(span_s=forms.RANGES[f["range"] or "7d"], cluster=f["cluster"].strip() or None,
+    flt = inbox.InboxFilter(span_s=forms.RANGES[f["range"] or "7d"], start=f["start"], end=f["end"],
+                            cluster=f["cluster"].strip() or None,
                             state=f["state"] or None, search=f["q"].strip(), root_cause=f["root_cause"].strip(),
                             has_case=f["has_case"], page_no=f["page"] or 1)
     with _answers():
@@ -49,13 +51,15 @@ def _inbox_page(range, cluster, state, q, root_cause, has_case, page):
 
 @router.get("/interruptions")
 def list_interruptions(request, range: str = "7d", cluster: str = "", state: str = "", q: str = "",
-                       root_cause: str = "", has_case: str = "", page: int = 1):
+                       root_cause: str = "", has_case: str = "", page: int = 1,
+                       from_: str = Query("", alias="from"), to: str = ""):
     """Interruptions, newest first, 50 a page, with the inbox page's filters: ``range`` (24h, 7d,
-    30d, 90d, all), ``cluster``, ``state`` (a Slurm interruption state), ``q`` (job name or id),
+    30d, 90d, all) or absolute ``from``/``to`` (a day YYYY-MM-DD, whole, or an ISO date-time;
+    UTC unless a zone is named; they replace ``range``), ``cluster``, ``state`` (a Slurm interruption state), ``q`` (job name or id),
     ``root_cause`` and ``has_case`` (yes/no: filters on the team's cases). Each row: the job, its run (a
     requeued job has one row per run that ended abnormally), hosts, the events nearest t0 as the
     inbox shows them (``XID 94 gpu3@host``), and the case and current verdict if any."""
-    found = _inbox_page(range, cluster, state, q, root_cause, has_case, page)
+    found = _inbox_page(range, cluster, state, q, root_cause, has_case, page, from_, to)
     rows = []
     for r in found.rows:
         it = r.item
@@ -77,9 +81,10 @@ def list_interruptions(request, range: str = "7d", cluster: str = "", state: str
 
 @router.get("/inbox")
 def get_inbox(request, range: str = "7d", cluster: str = "", state: str = "", q: str = "", root_cause: str = "",
-              has_case: str = "", page: int = 1):
-    """Interruptions with their case and current verdict; the inbox page's filters."""
-    found = _inbox_page(range, cluster, state, q, root_cause, has_case, page)
+              has_case: str = "", page: int = 1, from_: str = Query("", alias="from"), to: str = ""):
+    """Interruptions with their case and current verdict; the inbox page's filters. Absolute
+    ``from``/``to`` (a day YYYY-MM-DD or an ISO date-time, UTC) replace ``range``."""
+    found = _inbox_page(range, cluster, state, q, root_cause, has_case, page, from_, to)
     return {
         "total": found.total, "page": found.page_no, "page_size": inbox.PAGE_SIZE, "scanned_all": found.scanned_all,
         "rows": [{"cluster": r.item.cluster, "job_id": r.item.job_id, "state": r.item.state,

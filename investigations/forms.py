@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from investigations.models import Case, Hypothesis, Verdict
+from telemetry import timebounds
 from telemetry.queries.interruptions import INTERRUPTION_STATES
 from telemetry.rules import COMPONENT_SCOPES, CONDITIONS, LEAD_WINDOW_MAX_S, LEAD_WINDOW_MIN_S, OPERATORS
 
@@ -21,6 +22,26 @@ class InboxFilterForm(forms.Form):
     has_case = forms.ChoiceField(choices=HAS_CASE, required=False)
     q = forms.CharField(max_length=200, required=False)
     page = forms.IntegerField(min_value=1, max_value=10000, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # "from" is a Python keyword: these two fields cannot be class attributes.
+        self.fields["from"] = forms.CharField(max_length=40, required=False)
+        self.fields["to"] = forms.CharField(max_length=40, required=False)
+
+    def clean(self):
+        """Absolute from/to (timebounds: a day or an ISO date-time, UTC) replace the relative range."""
+        data = super().clean()
+        try:
+            data["start"], data["end"] = timebounds.parse_range(data.get("from"), data.get("to"))
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return data
+
+
+def error_text(form) -> str:
+    """A form's errors as one line: "field: reason; ..." (errors of the whole form bare)."""
+    return "; ".join((f"{k}: " if k != "__all__" else "") + " ".join(v) for k, v in form.errors.items())
 
 
 class PinHypothesisForm(forms.Form):

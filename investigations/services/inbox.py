@@ -31,12 +31,20 @@ class InboxRow:
 @dataclass
 class InboxFilter:
     span_s: int | None = 7 * 86400  # None: all time
+    # Absolute bounds (UTC, t0 >= start, t0 < end); either one set replaces span_s.
+    start: datetime | None = None
+    end: datetime | None = None
     cluster: str | None = None
     state: str | None = None
     search: str = ""
     root_cause: str = ""
     has_case: str = ""  # "", "yes", "no"
     page_no: int = 1
+
+    def bounds(self, now: datetime) -> tuple[datetime | None, datetime | None]:
+        if self.start is not None or self.end is not None:
+            return self.start, self.end
+        return (now - timedelta(seconds=self.span_s) if self.span_s else None), None
 
     @property
     def post_filter(self) -> bool:
@@ -77,8 +85,9 @@ def inbox_page(f: InboxFilter, now: datetime | None = None) -> InboxPage:
     """One page of the inbox; the telemetry store's exceptions pass through (callers say what failed)."""
     now = now or datetime.now(timezone.utc)
     only, never = _case_job_filters(f)
+    start, end = f.bounds(now)
     q = interruptions.InterruptionQuery(
-        start=now - timedelta(seconds=f.span_s) if f.span_s else None,
+        start=start, end=end,
         cluster=f.cluster or None,
         states=(f.state,) if f.state else (),
         search=f.search,
@@ -134,15 +143,21 @@ def _utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
 
 
-def weekly_figures(span_s: int | None, cluster: str | None, now: datetime | None = None):
+def weekly_figures(span_s: int | None, cluster: str | None, now: datetime | None = None, *,
+                   start: datetime | None = None, end: datetime | None = None):
     """The inbox charts: interruptions per week by final state, and cases per week by the root
-    cause of their current verdict. Returns ([(title, figure)], empty)."""
+    cause of their current verdict. Absolute ``start``/``end`` replace ``span_s``.
+    Returns ([(title, figure)], empty)."""
     from investigations import charts
 
     now = now or datetime.now(timezone.utc)
-    weekly = interruptions.counts_by_week_and_state(
-        start=now - timedelta(seconds=span_s) if span_s else None, cluster=cluster or None)
-    case_qs = Case.objects.filter(t0__gte=now - timedelta(seconds=span_s)) if span_s else Case.objects.all()
+    start, end = InboxFilter(span_s=span_s, start=start, end=end).bounds(now)
+    weekly = interruptions.counts_by_week_and_state(start=start, end=end, cluster=cluster or None)
+    case_qs = Case.objects.all()
+    if start is not None:
+        case_qs = case_qs.filter(t0__gte=start)
+    if end is not None:
+        case_qs = case_qs.filter(t0__lt=end)
     if cluster:
         case_qs = case_qs.filter(cluster=cluster)
     t0_of = dict(case_qs.values_list("pk", "t0"))

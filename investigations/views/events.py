@@ -6,7 +6,7 @@ Thin: the lists come from telemetry.queries.events, the catalog from
 investigations.services.catalog."""
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta, timezone
+from datetime import datetime, timezone
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -18,28 +18,20 @@ from investigations import charts
 from investigations.roles import is_admin
 from investigations.services import catalog as catalog_service
 from investigations.views.common import store_error_message
-from telemetry import catalog, catalog_store
+from telemetry import catalog, catalog_store, timebounds
 from telemetry.queries import events as ev
 
 PAGE_SIZE = 100
 
 
-def _date(raw: str | None, *, end: bool = False) -> datetime | None:
-    """YYYY-MM-DD (an absolute day, UTC) -> its start; for ``end`` the next day's start, so the
-    day itself is included."""
-    if not raw:
-        return None
-    start = datetime.combine(datetime.strptime(raw, "%Y-%m-%d").date(), time(0), tzinfo=timezone.utc)
-    return start + timedelta(days=1) if end else start
-
-
 def _query(g, *, host: str = "", limit: int = PAGE_SIZE, page: int = 1) -> ev.EventQuery:
     kinds = tuple(k for k in g.getlist("kind") if k)
     codes = tuple(int(c) for c in g.get("code", "").replace(" ", "").split(",") if c.lstrip("-").isdigit())
+    start, end = timebounds.parse_range(g.get("from"), g.get("to"))
     return ev.EventQuery(
         cluster=g.get("cluster", "").strip() or None, host=host or g.get("host", "").strip(),
         component=g.get("component", "").strip(), kinds=kinds, codes=codes,
-        start=_date(g.get("from")), end=_date(g.get("to"), end=True),
+        start=start, end=end,
         without_job=g.get("without_job") == "1", limit=limit, offset=(page - 1) * limit,
     )
 

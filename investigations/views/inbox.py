@@ -21,8 +21,11 @@ from telemetry.queries import events as event_queries, overview
 def _filter(form) -> tuple[inbox_service.InboxFilter, str]:
     f = form.cleaned_data if form.is_valid() else {}
     rng = f.get("range") or "7d"
+    span_s = forms.RANGES[rng]
+    if f.get("start") or f.get("end"):
+        rng = "custom"
     return inbox_service.InboxFilter(
-        span_s=forms.RANGES[rng],
+        span_s=span_s, start=f.get("start"), end=f.get("end"),
         cluster=(f.get("cluster") or "").strip() or None,
         state=f.get("state") or None,
         search=(f.get("q") or "").strip(),
@@ -36,8 +39,8 @@ def inbox(request):
     form = forms.InboxFilterForm(request.GET or None)
     if request.GET and not form.is_valid():
         return render(request, "investigations/inbox.html",
-                      {"form": form, "nav": "inbox", "error": "Some filters are not valid: " +
-                       "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())}, status=400)
+                      {"form": form, "nav": "inbox", "error": "Some filters are not valid: " + forms.error_text(form)},
+                      status=400)
     flt, rng = _filter(form)
     ctx = {"form": form, "nav": "inbox", "range": rng, "can_edit": can_investigate(request.user),
            "embedded": store.config().embedded}
@@ -71,7 +74,7 @@ def inbox_chart(request):
     """Fragment: interruptions per week by state, and per root cause (from current verdicts)."""
     flt, _ = _filter(forms.InboxFilterForm(request.GET or None))
     try:
-        figures, empty = inbox_service.weekly_figures(flt.span_s, flt.cluster)
+        figures, empty = inbox_service.weekly_figures(flt.span_s, flt.cluster, start=flt.start, end=flt.end)
     except Exception as exc:
         return render(request, "investigations/_fragment_error.html", {"error": store_error_message(exc)})
     return render(request, "investigations/_inbox_chart.html", {"figures": figures, "empty": empty})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 from .test_pages import case, fleet  # noqa: F401 (fixtures)
 
@@ -17,6 +18,24 @@ def test_the_api_inbox_lists_what_the_page_lists(alice_client, fleet):  # noqa: 
     assert row["job_id"] in page and row["cluster"] in page
     assert alice_client.get("/api/inbox", {"state": "NOPE"}).status_code == 400
     assert alice_client.get("/api/inbox", {"has_case": "yes"}).json()["total"] == 0
+
+
+def test_the_api_inbox_takes_an_absolute_utc_range(alice_client, fleet):  # noqa: F811
+    from .test_pages import T0
+
+    day = T0.date().isoformat()
+    assert alice_client.get("/api/inbox", {"from": day, "to": day}).json()["total"] == 1
+    assert alice_client.get("/api/inbox", {"to": T0.isoformat()}).json()["total"] == 0  # to excludes the instant
+    assert alice_client.get("/api/inbox", {"from": T0.isoformat()}).json()["total"] == 1
+    later = (T0 + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert alice_client.get("/api/inbox", {"from": later}).json()["total"] == 0
+    bad = alice_client.get("/api/inbox", {"to": "2026-02-30"})
+    assert bad.status_code == 400 and bad.json()["detail"].startswith("to '2026-02-30': not a day YYYY-MM-DD")
+    empty = alice_client.get("/api/inbox", {"from": day, "to": (T0 - timedelta(days=2)).date().isoformat()})
+    assert empty.status_code == 400 and "the range is empty" in empty.json()["detail"]
+    assert alice_client.get("/api/interruptions", {"from": day, "to": day}).json()["total"] == 1
+    assert alice_client.get("/api/interruptions", {"from": later}).json()["total"] == 0
+    assert alice_client.get("/api/interruptions", {"from": "noon"}).status_code == 400
 
 
 def test_the_api_overlay_is_the_pages_figure(alice_client, case):  # noqa: F811

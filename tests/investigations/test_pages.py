@@ -183,6 +183,29 @@ def test_inbox_rejects_an_unknown_state_filter(alice_client, fleet):
     assert resp.status_code == 400 and b"state" in resp.content
 
 
+def test_inbox_filters_by_an_absolute_utc_range(alice_client, fleet):
+    day, iso = T0.date().isoformat(), T0.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def listed(**params) -> bool:
+        resp = alice_client.get("/", params)
+        assert resp.status_code == 200, resp.content[:300]
+        return "llm-405b-7" in resp.content.decode()
+
+    assert listed(**{"from": day, "to": day})  # a day is the whole UTC day
+    assert listed(**{"from": iso + "Z"}) and not listed(**{"from": iso[:-2] + "08"})  # from includes the instant
+    assert not listed(to=iso) and listed(to=iso[:-2] + "08")  # to excludes it
+    assert listed(**{"from": iso[:-3].replace(":12", ":11") + "-00:00", "to": (T0 + timedelta(minutes=1)).isoformat()})
+    assert not listed(**{"from": (T0 + timedelta(days=1)).date().isoformat()})
+    # An absolute range replaces the relative one: the day is far outside "last 24h" yet found.
+    old = alice_client.get("/", {"range": "24h", "to": (T0 - timedelta(days=3)).date().isoformat()})
+    assert "llm-405b-7" not in old.content.decode() and "chosen time range" in old.content.decode()
+    bad = alice_client.get("/", {"from": "yesterday"})
+    assert bad.status_code == 400 and "from &#x27;yesterday&#x27;: not a day YYYY-MM-DD" in bad.content.decode()
+    empty = alice_client.get("/", {"from": day, "to": (T0 - timedelta(days=1)).date().isoformat()})
+    assert empty.status_code == 400 and "the range is empty" in empty.content.decode()
+    assert alice_client.get("/inbox/chart", {"from": day, "to": day}).status_code == 200
+
+
 def test_inbox_chart_fragment_draws_weekly_counts(alice_client, fleet, investigator):
     case = cases.open_case(investigator, fleet, "4242")
     hyp = hypotheses.pin_hypothesis(investigator, case=case, statement="x", metric="gpu.temp", component_scope="gpu",
