@@ -31,6 +31,7 @@ urlpatterns = [
     path("hypotheses/<int:pk>/test", hypotheses.hypothesis_fleet_test, name="hypothesis-fleet-test"),
     path("audit/", account.audit_page, name="audit"),
     path("account/tokens", account.api_tokens, name="api-tokens"),
+    path("account/tz", account.set_display_tz, name="set-display-tz"),
     path("account/tokens/new", account.api_token_create, name="api-token-create"),
     path("account/tokens/<str:prefix>/revoke", account.api_token_revoke, name="api-token-revoke"),
     path("jobs/", jobs.jobs_page, name="jobs"),

@@ -22,3 +22,31 @@ def catalog_refresh(get_response):
         return get_response(request)
 
     return middleware
+
+
+DISPLAY_TZ_SESSION_KEY = "display_tz"
+
+
+def display_time_zone(get_response):
+    """Pages show times in UTC unless the person chose an IANA zone (stored in the session by
+    the top bar's selector, investigations.views.account.set_display_tz); Django's ``date``
+    filter and the ``when`` filter then write times in that zone."""
+    from zoneinfo import ZoneInfo
+
+    from django.utils import timezone
+
+    def middleware(request):
+        name = request.session.get(DISPLAY_TZ_SESSION_KEY) if hasattr(request, "session") else None
+        request.display_tz = "UTC"
+        if name:
+            try:
+                timezone.activate(ZoneInfo(name))
+                request.display_tz = name
+            except (ValueError, LookupError):  # a zone the system no longer knows: UTC
+                timezone.deactivate()
+        try:
+            return get_response(request)
+        finally:
+            timezone.deactivate()
+
+    return middleware

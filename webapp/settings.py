@@ -111,6 +111,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "webapp.middleware.PrecursorLoginRequired",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "webapp.middleware.display_time_zone",  # the time zone pages show times in (session)
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.middleware.catalog_refresh",
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires

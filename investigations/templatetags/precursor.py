@@ -7,9 +7,11 @@ import fmt_offset``) for the few places that build text in Python.
 from __future__ import annotations
 
 import functools
+from datetime import timezone as dt_timezone
 
 from django import template
 from django.templatetags.static import static
+from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
@@ -104,6 +106,30 @@ def fmt_num(v: float) -> str:
         return f"{sign}{a:.3g}"
     mant, exp = f"{a:.1e}".split("e")
     return f"{sign}{mant}e−{abs(int(exp))}"
+
+
+@register.filter
+def when(value, fmt: str = "Y-m-d H:i") -> str:
+    """A timestamp in the display time zone (UTC unless the person chose one; see
+    webapp.middleware.display_time_zone) with the zone's abbreviation: 2026-11-02 10:12 UTC /
+    2026-11-02 02:12 PST. ``fmt`` is a Django date format; ``T`` places the abbreviation
+    (appended when absent). Empty for None."""
+    if value in (None, ""):
+        return ""
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, dt_timezone.utc)
+    bare = fmt.strip("O()P ") == ""  # only an offset asked for
+    return dateformat.format(timezone.localtime(value), fmt if "T" in fmt or bare else fmt + " T")
+
+
+COMMON_ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Chicago", "America/Denver",
+                "America/Los_Angeles", "Asia/Kolkata", "Asia/Shanghai", "Asia/Tokyo", "Australia/Sydney")
+
+
+@register.simple_tag
+def common_zones() -> tuple[str, ...]:
+    """Suggestions for the top bar's time-zone selector (any IANA name is accepted)."""
+    return COMMON_ZONES
 
 
 # --- figures and plotly.js -----------------------------------------------------------------

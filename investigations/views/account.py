@@ -6,15 +6,19 @@ token reads and nothing more. Creation and revocation go to the audit log.
 """
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo
+
 from django.contrib import messages
 from django.db import transaction
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from investigations import tokens
 from investigations.models import AuditEvent
 from investigations.roles import require_admin
 from investigations.services import activity
+from webapp.middleware import DISPLAY_TZ_SESSION_KEY
 
 MAX_LIVE_TOKENS = 20
 
@@ -79,3 +83,21 @@ def audit_page(request):
         "events": events, "actor": actor or "", "verb": verb or "", "q": q, "nav": "audit",
         "verbs": list(AuditEvent.objects.order_by("verb").values_list("verb", flat=True).distinct()),
     })
+
+
+@require_POST
+def set_display_tz(request):
+    """The top bar's time-zone selector: an IANA name (America/Los_Angeles) or UTC, kept in the
+    session; an unknown name is refused with a message and changes nothing."""
+    name = request.POST.get("tz", "").strip()[:64]
+    try:
+        ZoneInfo(name)
+        if not name or name.startswith(("/", ".")) or ".." in name:
+            raise ValueError(name)
+    except (ValueError, LookupError):
+        messages.error(request, f"Unknown time zone {name!r}: use an IANA name such as UTC or America/Los_Angeles.")
+    else:
+        request.session[DISPLAY_TZ_SESSION_KEY] = name
+        messages.info(request, f"Times are shown in {name}.")
+    back = request.POST.get("next", "")
+    return redirect(back if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) else "inbox")

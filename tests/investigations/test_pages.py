@@ -574,3 +574,32 @@ def test_case_filters_count_every_match_and_past_the_last_page_there_is_a_way_ba
     assert no_case.total == 58 and len(no_case.rows) == 8
     body = alice_client.get("/?range=all&has_case=no&page=5").content.decode()
     assert "Past the last page: 58 interruptions match." in body and "Back to the first page" in body
+
+
+# --- display time zone -----------------------------------------------------------------------
+
+def test_the_same_inbox_row_renders_in_utc_and_in_the_chosen_zone(alice_client, fleet, investigator):
+    from zoneinfo import ZoneInfo
+
+    def t0_cell() -> str:
+        html = alice_client.get("/").content.decode()
+        return html.split('<td class="mono nowrap" title="')[1].split("</td>")[0]
+
+    utc = t0_cell()
+    assert T0.strftime("%Y-%m-%d %H:%M:%S UTC (+0000)") in utc and T0.strftime("%m-%d %H:%M:%S UTC") in utc
+    resp = alice_client.post("/account/tz", {"tz": "America/Los_Angeles", "next": "/"})
+    assert resp.status_code == 302 and resp["Location"] == "/"
+    la = T0.astimezone(ZoneInfo("America/Los_Angeles"))
+    abbr, offset = la.strftime("%Z"), la.strftime("%z")
+    assert abbr in ("PST", "PDT") and offset in ("-0800", "-0700")
+    shown = t0_cell()
+    assert la.strftime(f"%Y-%m-%d %H:%M:%S {abbr} ({offset})") in shown
+    assert la.strftime(f"%m-%d %H:%M:%S {abbr}") in shown and "UTC" not in shown
+    case_id = cases.open_case(investigator, fleet, "4242").pk
+    case_html = alice_client.get(f"/cases/{case_id}/").content.decode()
+    assert la.strftime(f"%Y-%m-%d %H:%M:%S {abbr}</b>") in case_html and f"({offset})" in case_html
+    # An unknown zone is refused with a message; the chosen zone stays.
+    page = alice_client.post("/account/tz", {"tz": "Mars/Olympus_Mons", "next": "/"}, follow=True).content.decode()
+    assert "Unknown time zone &#x27;Mars/Olympus_Mons&#x27;" in page and abbr in t0_cell()
+    alice_client.post("/account/tz", {"tz": "UTC", "next": "/"})
+    assert t0_cell() == utc
