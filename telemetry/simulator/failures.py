@@ -133,7 +133,3 @@ def sample_causes(rng: np.random.Generator, n: int) -> list[Cause]:
 def draw_lead_h(rng: np.random.Generator, cause: Cause) -> float:
     lead = float(np.exp(rng.normal(np.log(cause.lead_median_h), cause.lead_sigma)))
     return float(np.clip(lead, cause.lead_min_h, cause.lead_max_h))
-
-
-def has_chain(cause: Cause) -> bool:
-    return bool(cause.chain)
