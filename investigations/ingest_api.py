@@ -158,8 +158,19 @@ def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status
     if success_status == 204:
         response = HttpResponse(status=204)
         response["X-Precursor-Rows-Written"] = str(report.total_rows)
+        # what the summary would say, for senders that never read a body (remote-write)
+        if report.labels_not_stored:
+            response["X-Precursor-Labels-Not-Stored"] = _header_list(
+                f"{k}={n}" for k, n in report.labels_not_stored.items())
+        if report.unknown_metrics:
+            response["X-Precursor-Unknown-Metrics"] = _header_list(report.unknown_metrics)
         return response
     return JsonResponse({**report.as_dict(), "summary": report.summary_lines()}, status=success_status)
+
+
+def _header_list(items, limit: int = 2000) -> str:
+    text = ",".join(items)
+    return text if len(text) <= limit else text[:limit].rsplit(",", 1)[0] + ",..."
 
 
 class _ParseBug(Exception):
@@ -202,9 +213,11 @@ _RW_CONTENT_TYPES = ("application/x-protobuf",)
 
 @router.post("/remote-write", auth=token_auth, summary="Prometheus remote-write 1.0 receiver")
 def ingest_remote_write(request):
-    """Point ``remote_write.url`` here. Query: ``cluster``. 204 on success, 400 on bad
-    data (not retried), 415 on a wrong encoding or remote-write 2.0, 503 when the store
-    is down (retried)."""
+    """Point ``remote_write.url`` here. Query: ``cluster``, ``skip_expired``, ``report`` (1: answer
+    200 with the ingest report, as the other endpoints do). 204 on success, with the rows
+    written, the labels not stored (``label=series,...``) and unknown names in ``X-Precursor-*``
+    headers; 400 on bad data (not retried), 415 on a wrong encoding or remote-write 2.0, 503 when
+    the store is down (retried)."""
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     ctype = request.headers.get("Content-Type", "").strip()
     media, _, params = ctype.partition(";")
@@ -229,8 +242,11 @@ def ingest_remote_write(request):
         return service.write_samples(result, "remote-write", _cluster(request).strip(), "ingest:remote-write",
                                      skip_expired=_flag(request, "skip_expired"))
 
-    response = _run(request, work, success_status=204)
-    return response
+    try:
+        report = _flag(request, "report")
+    except IngestError as exc:
+        return _rejected(exc)
+    return _run(request, work, success_status=200 if report else 204)
 
 
 @router.post("/kernel-log", auth=token_auth, summary="Ingest dmesg / journal / syslog text (NVRM Xid lines)")

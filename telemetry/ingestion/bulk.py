@@ -13,6 +13,12 @@ Columns:
 - ``attributes`` (events) may be left out; in CSV it is a JSON object text.
 - ``code`` (events) may be left out: 0. ``end_ts`` (jobs, job_hosts) and the
   other nullable job times may be empty.
+- Samples may name their host and component with the labels the other paths read
+  (``telemetry.ingestion.labels``) instead of ``host`` / ``component`` columns:
+  ``hostname``, ``Hostname``, ``instance`` and the device labels (``gpu``, ``device``,
+  ``port``, ``interface``, ``cpu``, ...), read row by row as a scrape's labels are
+  (``gpu=3`` -> ``gpu3``, ``device=mlx5_0,port=1`` -> ``mlx5_0/1``; a non-empty
+  ``component`` wins).
 - Any other missing column, or a column the table does not have, rejects the
   file (a typo must not silently drop data).
 - Identity columns (``host``, ``metric``, ``job_id``, ...) must not be empty.
@@ -44,6 +50,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from telemetry import schema
+from telemetry.ingestion import labels as label_rules
 from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.localtime import Localizer
 
@@ -226,11 +233,15 @@ def _read_parquet(data: bytes) -> _Raw:
 def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line: int | None,
              local: Localizer | None = None) -> BulkResult:
     target = schema.TABLES[table_name]
+    if table_name == "samples":
+        raw = _label_columns(raw, line_of)
     extra = [c for c in raw.column_names if target.get_field_index(c) < 0]
     if extra:
         raise IngestError(
             f"column(s) {', '.join(map(repr, extra))} not in table {table_name} "
-            f"(its columns: {', '.join(target.names)})",
+            f"(its columns: {', '.join(target.names)}"
+            + ("; host and component may also come as labels: hostname, instance, gpu, device, port, "
+               "interface, cpu, ... (telemetry.ingestion.labels))" if table_name == "samples" else ")"),
             line=header_line, field=extra[0],
         )
     n = raw.num_rows
@@ -252,6 +263,39 @@ def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line:
         if dropped:
             result = result.filter(keep)
     return BulkResult(result, dropped)
+
+
+_LABEL_COLUMNS = frozenset(label_rules.HOST_LABELS) | label_rules.DEVICE_LABELS
+
+
+def _label_columns(raw: pa.Table, line_of) -> pa.Table:
+    """Samples whose host / component are given as labels: ``host`` and ``component`` columns
+    from them, as ``telemetry.ingestion.labels`` reads a series' labels (once per distinct row)."""
+    names = [c for c in raw.column_names if c in _LABEL_COLUMNS]
+    if not set(names) - {"host", "component"}:
+        return raw
+    cols = []
+    for c in names:
+        col = raw.column(c).combine_chunks() if raw.num_rows else pa.array([], pa.string())
+        if not pa.types.is_string(col.type):
+            col = pc.cast(col, pa.string()) if not pa.types.is_null(col.type) else pa.array([None] * len(col), pa.string())
+        cols.append(pc.fill_null(col, ""))
+    joined = pc.binary_join_element_wise(*cols, "\x00") if len(cols) > 1 else cols[0]
+    codes = pc.dictionary_encode(joined)
+    hosts, components = [], []
+    for i, text in enumerate(codes.dictionary.to_pylist()):
+        labels = dict(zip(names, text.split("\x00")))
+        host = label_rules.host_of(labels)
+        if not host:
+            row = pc.index(codes.indices, i).as_py()
+            raise IngestError(f"no host: none of the columns {', '.join(label_rules.HOST_LABELS)} has a value",
+                              line=line_of(row), field="host")
+        hosts.append(host)
+        components.append(label_rules.component_of(labels))
+    keep = [c for c in raw.column_names if c not in _LABEL_COLUMNS]
+    out = raw.select(keep)
+    out = out.append_column("host", pa.array(hosts, pa.string()).take(codes.indices))
+    return out.append_column("component", pa.array(components, pa.string()).take(codes.indices))
 
 
 def _default_column(field: pa.Field, n: int, cluster: str) -> pa.Array:

@@ -48,6 +48,14 @@ _INFO_SERIES = {  # node_exporter info series -> (kind, {components column: labe
     "node_infiniband_info": ("nic", {"model": "hca_type", "firmware": "firmware_version"}),
     "node_nvme_info": ("disk", {"model": "model", "serial": "serial", "firmware": "firmware_revision"}),
 }
+# Labels whose values the inventory keeps (``telemetry.ingestion.labels``: not reported as not stored).
+LABELS_READ = frozenset({*(k for _, keys in _GPU_FIELDS for k in keys), "DCGM_FI_DRIVER_VERSION"})
+
+
+def info_labels(name: str) -> frozenset[str]:
+    """Further labels the inventory keeps for the info series ``name`` (node_infiniband_info, ...)."""
+    info = _INFO_SERIES.get(name)
+    return frozenset(info[1].values()) if info is not None else frozenset()
 
 
 class Entry(NamedTuple):

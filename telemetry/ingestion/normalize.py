@@ -4,8 +4,8 @@ the ``samples`` table (``telemetry.schema.SAMPLES``).
 Per series (name + labels), once:
 
 - **host**: label ``Hostname`` (dcgm-exporter before 2026-05), ``hostname``
-  (after), ``instance`` without ``:port``, else ``default_host``, else
-  ``IngestError`` naming the series.
+  (after), ``host``, ``instance`` without ``:port``, else ``default_host``, else
+  ``IngestError`` naming the series (``telemetry.ingestion.labels``).
 - **cluster**: a ``cluster`` label when present, else the argument.
 - **component**: ``gpu`` -> ``gpu3`` (MIG instance -> ``gpu3/mig5``, NVLink ->
   ``gpu3/nvlink2``); ``nvswitch`` -> ``nvswitch1``; a GPU ``UUID`` only when there
@@ -15,10 +15,12 @@ Per series (name + labels), once:
   ``controller``/``csrow``/``channel`` -> ``mc0/csrow1/ch0``; ``cpu`` -> ``cpu3``;
   ``interface``/``hca``/``disk`` as is, ``nic``/``psu``/``fan``/``nvme`` numbers
   -> ``psu0``; a ``component`` label wins over all of these (it is taken as is);
-  otherwise '' (host level). Other labels are not stored: series that differ
-  only in them (e.g. node_cpu_seconds_total's ``mode``) share a row key, and the
-  ingest report names those labels and counts the merged series
-  (``telemetry.ingestion.service``).
+  otherwise '' (host level) (``telemetry.ingestion.labels.component_of``). Other
+  labels are not stored: every result counts them per label
+  (``labels_not_stored``: label -> series of the batch that carried it), on the
+  text and the remote-write path alike; series that differ only in them (e.g.
+  node_cpu_seconds_total's ``mode``) share a row key (``telemetry.ingestion.service``
+  counts those merges).
 - **metric**: ``catalog.resolve(name)`` -> canonical name, value multiplied by
   the metric's scale for that source name. Names the catalog does not know are
   kept under their own name and reported in ``unknown_metrics``.
@@ -59,7 +61,8 @@ import pyarrow.compute as pc
 from telemetry import catalog, schema
 from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.prometheus_text import PromSample
-from telemetry.ingestion import inventory, limits, prometheus_text, remote_write
+from telemetry.ingestion import inventory, labels as label_rules, limits, prometheus_text, remote_write
+from telemetry.ingestion.labels import component_of, strip_port as _strip_port  # noqa: F401 (callers' names)
 from telemetry.ingestion.remote_write import RWSeries
 
 # go-dcgm dcgm_structs.h: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED = BLANK + 0..3;
@@ -77,6 +80,7 @@ class NormalizeResult(NamedTuple):
     dropped_blank: int  # NaN, stale markers and DCGM blank sentinels
     unknown_metrics: set[str]
     inventory: tuple = ()  # telemetry.ingestion.inventory entries of label sets first seen here
+    labels_not_stored: Mapping[str, int] = {}  # label -> series of this batch carrying it (never mutated)
 
 
 class _Series(NamedTuple):
@@ -87,6 +91,7 @@ class _Series(NamedTuple):
     scale: float
     dcgm: bool
     unknown: bool
+    extra: tuple = ()  # labels not stored (telemetry.ingestion.labels.not_stored)
 
 
 def prom_samples_to_table(
@@ -166,6 +171,8 @@ class _TextSeries:
         self.dcgm = np.empty(0, dtype=bool)
         self.scale = np.empty(0, dtype=np.float64)
         self.unknown = np.empty(0, dtype=bool)
+        self.extra = np.empty(0, dtype=np.uint16)  # code into extra_pool: the labels not stored
+        self.extra_pool: dict[tuple, int] = {(): 0}
         self.codes = {c: np.empty(0, dtype=np.int32) for c in _Templates.COLUMNS}
         self.pools: dict[str, dict[str, int]] = {c: {} for c in _Templates.COLUMNS}
         self.pool_arrays: dict[str, pa.Array | None] = {c: None for c in _Templates.COLUMNS}
@@ -218,9 +225,11 @@ class _TextSeries:
                 return out
 
             self.dcgm, self.scale, self.unknown = grow(self.dcgm), grow(self.scale), grow(self.unknown)
+            self.extra = grow(self.extra)
             self.codes = {c: grow(v) for c, v in self.codes.items()}
         i = self.size
         self.dcgm[i], self.scale[i], self.unknown[i] = res.dcgm, res.scale, res.unknown
+        self.extra[i] = _extra_code(self.extra_pool, res.extra)
         _intern_codes(self, i, res)
         self.by_labels[key] = i
         self.size += 1
@@ -329,6 +338,8 @@ class _Templates:
         self.dcgm = np.empty(0, dtype=bool)
         self.scale = np.empty(0, dtype=np.float64)
         self.unknown = np.empty(0, dtype=bool)
+        self.extra = np.empty(0, dtype=np.uint16)  # code into extra_pool: the labels not stored
+        self.extra_pool: dict[tuple, int] = {(): 0}
         self.codes = {c: np.empty(0, dtype=np.int32) for c in self.COLUMNS}
         self.pools: dict[str, dict[str, int]] = {c: {} for c in self.COLUMNS}
         self.pool_arrays: dict[str, pa.Array | None] = {c: None for c in self.COLUMNS}
@@ -344,6 +355,7 @@ class _Templates:
 
         self.h1, self.h2 = grow(self.h1), grow(self.h2)
         self.dcgm, self.scale, self.unknown = grow(self.dcgm), grow(self.scale), grow(self.unknown)
+        self.extra = grow(self.extra)
         self.codes = {c: grow(v) for c, v in self.codes.items()}
 
     def _place(self, ids: np.ndarray) -> None:
@@ -384,6 +396,7 @@ class _Templates:
         self.dcgm[i0 : i0 + k] = [r.dcgm for r in picked]
         self.scale[i0 : i0 + k] = [r.scale for r in picked]
         self.unknown[i0 : i0 + k] = [r.unknown for r in picked]
+        self.extra[i0 : i0 + k] = [_extra_code(self.extra_pool, r.extra) for r in picked]
         for col in self.COLUMNS:
             pool = self.pools[col]
             before = len(pool)
@@ -433,7 +446,8 @@ class _Templates:
     def nbytes(self) -> int:
         """Memory held: the arrays (capacity, not just size), plus the string pools
         (each distinct value once: the str, its dict entry, its Arrow copy)."""
-        arrays = [self.h1, self.h2, self.dcgm, self.scale, self.unknown, self.slots, *self.codes.values()]
+        arrays = [self.h1, self.h2, self.dcgm, self.scale, self.unknown, self.extra, self.slots,
+                  *self.codes.values()]
         total = sum(a.nbytes for a in arrays)
         for col in self.COLUMNS:
             pool = self.pools[col]
@@ -441,10 +455,11 @@ class _Templates:
         return total
 
 
-# Per label set: lanes 2 x 8, dcgm 1, scale 8, unknown 1, codes 4 x 4 = 42 bytes, at most twice
-# that while the arrays wait for their next doubling (84); slot table 4 bytes at 2-4 slots per
-# label set (16). Strings (hosts, components, metrics) come on top, once per distinct value.
-BYTES_PER_SERIES = 100
+# Per label set: lanes 2 x 8, dcgm 1, scale 8, unknown 1, labels not stored 2, codes 4 x 4 = 44
+# bytes, at most twice that while the arrays wait for their next doubling (88); slot table 4 bytes
+# at 2-4 slots per label set (16). Strings (hosts, components, metrics) come on top, once per
+# distinct value.
+BYTES_PER_SERIES = 104
 # Label sets per cluster argument before that cache starts over (a fleet has 1-4 M series):
 # 4 M x 100 B = 400 MB at most.
 TEMPLATES_MAX = int(os.environ.get("PRECURSOR_INGEST_SERIES_CACHE", "4000000") or 4_000_000)
@@ -492,13 +507,15 @@ def _scan_to_table(raw: bytes, scan: remote_write.RWScan, cluster: str) -> Norma
         if (tid < 0).any():
             return None
     idx = tid if len(scan.values) == len(tid) else np.repeat(tid, scan.counts)
-    return _build_coded(t, idx, scan.timestamps, scan.values)
+    return _build_coded(t, idx, scan.timestamps, scan.values, series=tid)
 
 
 def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarray, *,
-                 host_for_default: str | None = None) -> NormalizeResult:
-    """``_build`` for template ids: same rows, drops and unknown names (``host_for_default``
-    stands in for the ``DEFAULT_HOST`` placeholder of a text context)."""
+                 host_for_default: str | None = None, series: np.ndarray | None = None) -> NormalizeResult:
+    """``_build`` for template ids: same rows, drops, unknown names and labels not stored
+    (``host_for_default`` stands in for the ``DEFAULT_HOST`` placeholder of a text context;
+    ``series``: the batch's template id per series when ``idx`` has one per sample)."""
+    not_stored = _not_stored_coded(t, idx if series is None else series)
     n = len(vals)
     keep = ~np.isnan(vals)
     row_dcgm = t.dcgm[idx]
@@ -515,7 +532,7 @@ def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarra
     if dropped:
         idx, ts, vals = idx[keep], ts[keep], vals[keep]
     if not kept:
-        return NormalizeResult(schema.SAMPLES.empty_table(), dropped, unknown)
+        return NormalizeResult(schema.SAMPLES.empty_table(), dropped, unknown, labels_not_stored=not_stored)
     scale = t.scale[idx]
     if (scale != 1.0).any():
         vals = vals * scale
@@ -532,15 +549,43 @@ def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarra
          pa.array(vals, type=pa.float64())],
         schema=schema.SAMPLES,
     )
-    return NormalizeResult(table, dropped, unknown)
+    return NormalizeResult(table, dropped, unknown, labels_not_stored=not_stored)
+
+
+def _not_stored_coded(t, ids: np.ndarray) -> dict[str, int]:
+    """label -> distinct series among template ids ``ids`` that carry it."""
+    codes = t.extra[ids]
+    if not codes.any():
+        return {}
+    uniq = np.unique(ids[codes > 0])
+    found, counts = np.unique(t.extra[uniq], return_counts=True)
+    names = list(t.extra_pool)  # code -> label names (dicts keep insertion order)
+    return label_rules.tally([names[c] for c in found.tolist()], counts.tolist())
+
+
+_OVERFLOW = ("(more distinct sets of label names than itemised)",)
+
+
+def _extra_code(pool: dict[tuple, int], extra: tuple) -> int:
+    """The uint16 code of a set of labels not stored (the last code is shared past 65,535 sets)."""
+    code = pool.get(extra)
+    if code is None:
+        if len(pool) >= 65_535:
+            code = pool.get(_OVERFLOW)
+            if code is not None:
+                return code
+            extra = _OVERFLOW
+        code = pool[extra] = len(pool)
+    return code
 
 
 def _build(
     series: list[_Series], idx: np.ndarray, ts: np.ndarray, vals: np.ndarray, unknown: set[str]
 ) -> NormalizeResult:
     n = len(vals)
+    not_stored = label_rules.tally([s.extra for s in series], [1] * len(series))
     if not series or n == 0:
-        return NormalizeResult(schema.SAMPLES.empty_table(), 0, unknown)
+        return NormalizeResult(schema.SAMPLES.empty_table(), 0, unknown, labels_not_stored=not_stored)
     dcgm = np.fromiter((s.dcgm for s in series), dtype=bool, count=len(series))
     scale = np.fromiter((s.scale for s in series), dtype=np.float64, count=len(series))
     keep = ~np.isnan(vals)
@@ -571,15 +616,15 @@ def _build(
         ],
         schema=schema.SAMPLES,
     )
-    return NormalizeResult(table, dropped, unknown)
+    return NormalizeResult(table, dropped, unknown, labels_not_stored=not_stored)
 
 
 def _resolve(name: str, labels: Mapping[str, str], cluster: str, default_host: str | None) -> _Series:
-    host = labels.get("Hostname") or labels.get("hostname") or _strip_port(labels.get("instance")) or default_host
+    host = label_rules.host_of(labels, default_host)
     if not host:
         shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
         raise IngestError(
-            f"no host for sample {name}{{{shown}}}: no Hostname/hostname/instance label and no default host",
+            f"no host for sample {name}{{{shown}}}: no Hostname/hostname/host/instance label and no default host",
             field="host",
         )
     metric = catalog.resolve(name)
@@ -603,6 +648,7 @@ def _resolve(name: str, labels: Mapping[str, str], cluster: str, default_host: s
         scale=scale,
         dcgm=name.startswith("DCGM_"),
         unknown=unknown,
+        extra=label_rules.not_stored(name, labels),
     )
 
 
@@ -614,73 +660,6 @@ def forget_label_sets() -> None:
     with _templates_lock:
         _templates.clear()
     _rw_cache.clear()
-
-
-def _strip_port(instance: str | None) -> str | None:
-    if not instance:
-        return None
-    if instance.startswith("["):  # [ipv6]:port
-        end = instance.find("]")
-        return instance[1:end] if end > 0 else instance
-    if instance.count(":") == 1:
-        return instance.rsplit(":", 1)[0]
-    return instance  # bare IPv6 or host
-
-
-def component_of(labels: Mapping[str, str]) -> str:
-    """Component string for one series' labels ('' = host level)."""
-    get = labels.get
-    named = get("component")  # a sender that names its components says exactly which
-    if named:
-        return named
-    gpu = get("gpu")
-    if gpu:
-        comp = f"gpu{gpu}"
-        if get("GPU_I_ID"):
-            comp += f"/mig{get('GPU_I_ID')}"
-        if get("nvlink"):
-            comp += f"/nvlink{get('nvlink')}"
-        return comp
-    switch = get("nvswitch")
-    if switch:
-        return f"nvswitch{switch}" + (f"/nvlink{get('nvlink')}" if get("nvlink") else "")
-    uuid = get("UUID") or get("uuid") or get("gpu_uuid")
-    if uuid:
-        return uuid
-    chip, sensor = get("chip"), get("sensor")
-    if chip or sensor:
-        return "/".join(x for x in (chip, sensor) if x)
-    if get("bus") and get("function") and get("device"):
-        return f"{get('segment') or '0000'}:{get('bus')}:{get('device')}.{get('function')}".lower()
-    device = get("device")
-    if device:
-        port = get("port")
-        return f"{device}/{port}" if port else device
-    controller = get("controller")
-    if controller:
-        comp = f"mc{controller}"
-        if get("csrow"):
-            comp += f"/csrow{get('csrow')}"
-        if get("channel"):
-            comp += f"/ch{get('channel')}"
-        return comp
-    cpu = get("cpu")
-    if cpu:
-        return f"cpu{cpu}" + (f"/core{get('cpucore')}" if get("cpucore") else "")
-    return _other_device(labels)
-
-
-# Further device labels of common exporters: label -> prefix for a bare number.
-_DEVICE_LABELS = (("interface", ""), ("nic", "nic"), ("hca", ""), ("disk", ""), ("psu", "psu"), ("fan", "fan"),
-                  ("nvme", "nvme"))
-
-
-def _other_device(labels: Mapping[str, str]) -> str:
-    for label, prefix in _DEVICE_LABELS:
-        value = labels.get(label)
-        if value:
-            return f"{prefix}{value}" if value.isdigit() else value
-    return ""
 
 
 def _intern_codes(cache, i: int, res) -> None:

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from telemetry import catalog, catalog_store, names, retention, schema, store, writer, xid
 from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, localtime, normalize, prometheus_text, sacct
+from telemetry.ingestion import labels as label_rules
 from telemetry.ingestion.errors import IngestError
 
 
@@ -57,6 +58,7 @@ class IngestReport:
     aliases: dict[str, str] = field(default_factory=dict)  # source name -> catalog name it was stored under
     labels_not_stored: dict[str, int] = field(default_factory=dict)  # label -> series that carried it
     merged_series: int = 0  # series that share a stored row key with another (they differ only in such labels)
+    merged_by: dict[str, int] = field(default_factory=dict)  # label -> series, among the merged ones it told apart
 
     @property
     def total_rows(self) -> int:
@@ -76,6 +78,7 @@ class IngestReport:
             "aliases": dict(self.aliases),
             "labels_not_stored": dict(self.labels_not_stored),
             "merged_series": self.merged_series,
+            "merged_by": dict(self.merged_by),
             "unmapped_pci": list(self.unmapped_pci),
             "expired": self.expired,
         }
@@ -109,7 +112,8 @@ class IngestReport:
             out.append("labels not stored (series that differ only in them share one row key): "
                        + ", ".join(f"{k} ({n} series)" for k, n in sorted(self.labels_not_stored.items())))
         if self.merged_series:
-            out.append(f"{self.merged_series} series merged into another's row key by those labels")
+            by = f" (they differ only in {', '.join(sorted(self.merged_by))})" if self.merged_by else ""
+            out.append(f"{self.merged_series} series merged into another's row key{by}")
         if self.unmapped_pci:
             out.append(f"PCI ids not in the inventory (component left empty): {_shown(self.unmapped_pci)}")
         return out
@@ -182,9 +186,10 @@ class ParsedSamples(NamedTuple):
     table: pa.Table
     dropped_blank: int
     unknown_metrics: set[str]
-    labels_not_stored: dict[str, int]  # label -> series carrying it, among series merged by it
+    labels_not_stored: dict[str, int]  # label -> series carrying it (telemetry.ingestion.labels)
     merged_series: int
     inventory: tuple = ()  # identity labels of new label sets (telemetry.ingestion.inventory)
+    merged_by: dict[str, int] = {}  # label -> series, among merged series it tells apart (never mutated)
 
 
 _KEY = ["cluster", "host", "component", "metric", "ts"]
@@ -231,10 +236,8 @@ def _labels_in_merges(label_sets, cluster: str, default_host: str | None) -> dic
     groups: dict[tuple, list[dict]] = {}
     for name, labels in label_sets:
         labels = dict(labels)
-        host = (labels.get("Hostname") or labels.get("hostname") or normalize._strip_port(labels.get("instance"))
-                or default_host)
         metric = catalog.resolve(name)
-        key = (labels.get("cluster") or cluster, host, normalize.component_of(labels),
+        key = (labels.get("cluster") or cluster, label_rules.host_of(labels, default_host), label_rules.component_of(labels),
                metric.name if metric is not None else name)
         groups.setdefault(key, [])
         if labels not in groups[key]:
@@ -254,7 +257,7 @@ def _with_merges(result: normalize.NormalizeResult, label_sets, cluster: str,
                  default_host: str | None = None) -> ParsedSamples:
     merged, metrics = _merges(result.table)
     labels: dict[str, int] = {}
-    if merged:
+    if merged and label_sets is not None:
         key = (cluster, default_host, metrics)
         labels = _MERGE_LABELS.get(key)
         if labels is None:
@@ -262,8 +265,8 @@ def _with_merges(result: normalize.NormalizeResult, label_sets, cluster: str,
             if len(_MERGE_LABELS) >= _MERGE_LABELS_MAX:
                 _MERGE_LABELS.clear()
             _MERGE_LABELS[key] = labels
-    return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics, labels, merged,
-                         tuple(getattr(result, "inventory", ())))
+    return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics,
+                         dict(result.labels_not_stored), merged, tuple(getattr(result, "inventory", ())), labels)
 
 
 def write_samples(result: normalize.NormalizeResult | ParsedSamples, fmt: str, cluster: str, tag: str, *,
@@ -285,7 +288,7 @@ def write_samples(result: normalize.NormalizeResult | ParsedSamples, fmt: str, c
         format=fmt, cluster=cluster, rows=rows, dropped_blank=result.dropped_blank,
         unknown_metrics=sorted(result.unknown_metrics), expired=expired,
         labels_not_stored=dict(getattr(result, "labels_not_stored", {})),
-        merged_series=getattr(result, "merged_series", 0),
+        merged_series=getattr(result, "merged_series", 0), merged_by=dict(getattr(result, "merged_by", {})),
     )
 
 
@@ -326,12 +329,14 @@ def ingest_prometheus_text(
 def parse_remote_write(body: bytes, cluster: str) -> ParsedSamples:
     cluster = _check_cluster(cluster)
     catalog_store.refresh()  # user aliases (rate-limited: a clock check per call)
-    # Not checked for merged series here: this is the hot path (the check costs ~0.3 us a row),
-    # and Prometheus' relabelling decides the labels a push carries.
+    # Labels not stored are counted (per label set, cached); merged series are not looked for
+    # here: this is the hot path (that check costs ~0.3 us a row), and Prometheus' relabelling
+    # decides the labels a push carries.
     with inventory.collecting() as found:
         result = normalize.decode_to_table(body, cluster=cluster)
     result = _readings(result._replace(inventory=tuple(found)))
-    return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics, {}, 0, result.inventory)
+    return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics,
+                         dict(result.labels_not_stored), 0, result.inventory)
 
 
 def ingest_remote_write(body: bytes, cluster: str) -> IngestReport:

@@ -207,7 +207,7 @@ def test_component_labels_keep_gpus_apart_and_merged_series_are_named_cli(clean_
     check_components("c-cli")
     assert "names not in the catalog, stored under their own name" in out and "mem_free_pct" in out
     assert "labels not stored (series that differ only in them share one row key): mode (2 series)" in out
-    assert "1 series merged into another's row key by those labels" in out
+    assert "1 series merged into another's row key (they differ only in mode)" in out
 
 
 def test_component_labels_keep_gpus_apart_and_merged_series_are_named_http(clean_store, post):
@@ -216,7 +216,77 @@ def test_component_labels_keep_gpus_apart_and_merged_series_are_named_http(clean
     assert response.status_code == 200, body
     check_components("c-http")
     assert body["labels_not_stored"] == {"mode": 2} and body["merged_series"] == 1
+    assert body["merged_by"] == {"mode": 2}
     assert body["unknown_metrics"] == ["mem_free_pct"]
+
+
+# Labels no column keeps are reported on every path, whether or not they merge series; a `host`
+# label names the host; CSV backfills may give host and component as the same labels.
+LABELLED_SCRAPE = ('DCGM_FI_DEV_GPU_TEMP{gpu="0",host="n8",pod="train-7",container=""} 40\n'
+                   'DCGM_FI_DEV_GPU_TEMP{gpu="1",host="n8",pod="train-7"} 41\n')
+
+
+def test_labels_not_stored_are_reported_even_when_nothing_merges_text_cli_and_http(clean_store, tmp_path, post):
+    path = tmp_path / "scrape.prom"
+    path.write_text(LABELLED_SCRAPE)
+    out = run(str(path), "--format", "prometheus", "--cluster", "l-cli")
+    assert "labels not stored (series that differ only in them share one row key): pod (2 series)" in out
+    assert "merged" not in out
+    body = post("prometheus", LABELLED_SCRAPE.encode(), cluster="l-http").json()
+    assert body["labels_not_stored"] == {"pod": 2} and body["merged_series"] == 0
+    got = rows("SELECT cluster, host, component, value FROM samples ORDER BY cluster, component")
+    assert got == [("l-cli", "n8", "gpu0", 40.0), ("l-cli", "n8", "gpu1", 41.0),
+                   ("l-http", "n8", "gpu0", 40.0), ("l-http", "n8", "gpu1", 41.0)]
+
+
+def test_remote_write_reports_labels_not_stored_in_headers_and_on_request_in_the_body(clean_store, client, db,
+                                                                                     investigator):
+    from telemetry.ingestion.remote_write import RWSeries, encode_write_request
+
+    token = create_token("rw-labels", investigator)[1]
+    now = (int(datetime.now(timezone.utc).timestamp()) // 60) * 60_000
+    body = encode_write_request([
+        RWSeries({"__name__": "node_cpu_seconds_total", "cpu": "0", "mode": m, "host": "n5", "job": "node"},
+                 [now], [v]) for m, v in (("idle", 1.0), ("user", 2.0))])
+
+    def send(**params):
+        query = "&".join(f"{k}={v}" for k, v in params.items())
+        return client.post(f"/api/ingest/remote-write?{query}", data=body, content_type="application/x-protobuf",
+                           HTTP_CONTENT_ENCODING="snappy", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    quiet = send(cluster="rw")
+    assert quiet.status_code == 204 and quiet["X-Precursor-Labels-Not-Stored"] == "job=2,mode=2"
+    loud = send(cluster="rw2", report="1")
+    assert loud.status_code == 200
+    assert loud.json()["labels_not_stored"] == {"job": 2, "mode": 2}
+    assert "labels not stored (series that differ only in them share one row key): job (2 series), mode (2 series)" \
+        in loud.json()["summary"]
+    assert rows("SELECT DISTINCT host, component FROM samples") == [("n5", "cpu0")]
+
+
+LABEL_CSV = (
+    "ts,hostname,gpu,device,port,metric,value\n"
+    "2019-03-01T00:00:00Z,n1,0,,,gpu.temp,40\n"
+    "2019-03-01T00:00:00Z,n1,1,,,gpu.temp,41\n"
+    "2019-03-01T00:00:00Z,n1,,mlx5_0,1,net.ib_rx_bytes,7\n"
+    "2019-03-01T00:00:00Z,n2,,,,host.load1,3\n"
+).encode()
+LABEL_ROWS = [("n1", "gpu0", 40.0), ("n1", "gpu1", 41.0), ("n1", "mlx5_0/1", 7.0), ("n2", "", 3.0)]
+
+
+def test_csv_understands_the_host_and_device_labels_cli_and_http(clean_store, tmp_path, post):
+    path = tmp_path / "labels.csv"
+    path.write_bytes(LABEL_CSV)
+    run(str(path), "--format", "csv", "--cluster", "lc-cli")
+    assert post("bulk", LABEL_CSV, format="csv", cluster="lc-http").status_code == 200
+    for cluster in ("lc-cli", "lc-http"):
+        got = rows("SELECT host, component, value FROM samples WHERE cluster = {c:String} ORDER BY value",
+                   c=cluster)
+        assert sorted(got, key=lambda r: r[2]) == sorted(LABEL_ROWS, key=lambda r: r[2])
+    other = LABEL_CSV.replace(b"port,metric", b"pod,metric")
+    response = post("bulk", other, format="csv", cluster="lc-http")
+    assert response.status_code == 400 and response.json()["field"] == "pod"  # refused by name, never dropped
+    assert "host and component may also come as labels" in response.json()["error"]
 
 
 def test_csv_ingest_maps_catalog_aliases_like_the_prometheus_path(clean_store, post):

@@ -165,6 +165,7 @@ def assert_same(got, want):
     assert got.table.schema == schema.SAMPLES
     assert got.table.equals(want.table), (got.table.to_pylist()[:5], want.table.to_pylist()[:5])
     assert got.dropped_blank == want.dropped_blank and got.unknown_metrics == want.unknown_metrics
+    assert got.labels_not_stored == want.labels_not_stored
 
 
 def dcgm_series(hosts=3, gpus=2, ts=NOW, spp=1):
@@ -408,6 +409,7 @@ def assert_same_text(text, cluster="c", default_host=None):
             assert got.table.equals(ref.table), (got.table.to_pylist()[:3], ref.table.to_pylist()[:3])
             assert got.dropped_blank == ref.dropped_blank
             assert got.unknown_metrics == ref.unknown_metrics
+            assert got.labels_not_stored == ref.labels_not_stored
     return ref, ref_err
 
 
@@ -500,3 +502,33 @@ def test_relayed_scrapes_of_many_hosts_share_one_text_context():
         prometheus_text_to_table(body, cluster="c", default_host=None, default_ts_ms=TS)
     assert exc.value.field == "host" and "node_load1" in str(exc.value)
     assert exposition_reference(body, "c")[1]["field"] == "host"
+
+
+def test_labels_not_stored_are_counted_per_series_on_both_paths_whether_or_not_they_merge():
+    series = [RWSeries({"__name__": "node_cpu_seconds_total", "cpu": "0", "mode": m, "instance": "n1:9100",
+                        "job": "node"}, [NOW, NOW + 1000], [1.0, 2.0]) for m in ("idle", "user")]
+    series.append(RWSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "UUID": "GPU-1", "Hostname": "n1",
+                            "modelName": "H100", "pci_bus_id": "00000000:18:00.0", "device": "nvidia0",
+                            "pod": "train-7", "job": "dcgm"}, [NOW], [40.0]))
+    body = encode_write_request(series)
+    want = {"job": 3, "mode": 2, "pod": 1}  # identity labels the inventory keeps are not reported
+    assert reference(body).labels_not_stored == want
+    for _ in range(2):  # cold, then every label set cached
+        assert normalize.decode_to_table(body, cluster="c").labels_not_stored == want
+    text = ('node_cpu_seconds_total{cpu="0",mode="idle",instance="n1:9100",job="node"} 1\n'
+            'node_cpu_seconds_total{cpu="0",mode="user",instance="n1:9100",job="node"} 2\n'
+            'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="n1",pod="train-7",container=""} 40\n')
+    ref, err = assert_same_text(text)
+    assert err is None and ref.labels_not_stored == {"job": 2, "mode": 2, "pod": 1}  # empty values are no label
+
+
+def test_a_host_label_names_the_host_where_no_exporter_label_does():
+    def host(**labels):
+        res = prom_samples_to_table([PromSample("m", tuple(sorted(labels.items())), 1.0, NOW)], cluster="c",
+                                    default_host="relay")
+        return rows(res)[0]["host"]
+
+    assert host(host="n9") == "n9"
+    assert host(host="n9", instance="10.0.0.9:9100") == "n9"  # the machine's name, not the scrape target
+    assert host(hostname="gpu-a1", host="n9") == "gpu-a1" and host(Hostname="gpu-a2", host="n9") == "gpu-a2"
+    assert host(instance="10.0.0.9:9100") == "10.0.0.9" and host() == "relay"
