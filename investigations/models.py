@@ -288,4 +288,16 @@ class AuditEvent(models.Model):
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {who} {self.verb}"
 
 
+class Preference(models.Model):
+    """One person's settings that outlive a session: the time zone pages show times in (an IANA
+    name, UTC by default; chosen in the top bar, see investigations.views.account.set_display_tz)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
+    display_tz = models.CharField(max_length=64, default="UTC")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"{self.user_id}: {self.display_tz}"
+
+
 from investigations.tokens import ApiToken  # noqa: F401,E402

@@ -28,17 +28,26 @@ DISPLAY_TZ_SESSION_KEY = "display_tz"
 
 
 def display_time_zone(get_response):
-    """Pages show times in UTC unless the person chose an IANA zone (stored in the session by
-    the top bar's selector, investigations.views.account.set_display_tz); Django's ``date``
-    filter and the ``when`` filter then write times in that zone."""
+    """Pages show times in UTC unless the person chose an IANA zone in the top bar's selector
+    (investigations.views.account.set_display_tz), which saves it to their account
+    (investigations.models.Preference) and to the session. A session without a choice takes the
+    account's once (one query per session, not per request). Django's ``date`` filter and the
+    ``when`` filters then write times in that zone."""
     from zoneinfo import ZoneInfo
 
     from django.utils import timezone
 
     def middleware(request):
-        name = request.session.get(DISPLAY_TZ_SESSION_KEY) if hasattr(request, "session") else None
+        session = getattr(request, "session", None)
+        name = session.get(DISPLAY_TZ_SESSION_KEY) if session is not None else None
+        if name is None and session is not None and getattr(request, "user", None) is not None \
+                and request.user.is_authenticated:
+            from investigations.models import Preference
+
+            name = session[DISPLAY_TZ_SESSION_KEY] = (
+                Preference.objects.filter(user=request.user).values_list("display_tz", flat=True).first() or "UTC")
         request.display_tz = "UTC"
-        if name:
+        if name and name != "UTC":
             try:
                 timezone.activate(ZoneInfo(name))
                 request.display_tz = name

@@ -122,6 +122,19 @@ def when(value, fmt: str = "Y-m-d H:i") -> str:
     return dateformat.format(timezone.localtime(value), fmt if "T" in fmt or bare else fmt + " T")
 
 
+@register.filter
+def when_short(value, fmt: str = "m-d H:i:s") -> str:
+    """``when`` without the year when the time falls in this year, with it (``Y-`` before
+    ``fmt``) when not; "this year" in the display time zone, so 2027-01-01 02:00 UTC is this
+    year's 12-31 18:00 PST for a person in Los Angeles."""
+    if value in (None, ""):
+        return ""
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, dt_timezone.utc)
+    same = timezone.localtime(value).year == timezone.localtime(timezone.now()).year
+    return when(value, fmt if same else "Y-" + fmt)
+
+
 COMMON_ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Chicago", "America/Denver",
                 "America/Los_Angeles", "Asia/Kolkata", "Asia/Shanghai", "Asia/Tokyo", "Australia/Sydney")
 

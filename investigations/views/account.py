@@ -15,7 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from investigations import tokens
-from investigations.models import AuditEvent
+from investigations.models import AuditEvent, Preference
 from investigations.roles import require_admin
 from investigations.services import activity
 from webapp.middleware import DISPLAY_TZ_SESSION_KEY
@@ -87,8 +87,9 @@ def audit_page(request):
 
 @require_POST
 def set_display_tz(request):
-    """The top bar's time-zone selector: an IANA name (America/Los_Angeles) or UTC, kept in the
-    session; an unknown name is refused with a message and changes nothing."""
+    """The top bar's time-zone selector: an IANA name (America/Los_Angeles) or UTC, saved to the
+    person's account (their next sessions start with it) and this session; an unknown name is
+    refused with a message and changes nothing."""
     name = request.POST.get("tz", "").strip()[:64]
     try:
         ZoneInfo(name)
@@ -98,6 +99,7 @@ def set_display_tz(request):
         messages.error(request, f"Unknown time zone {name!r}: use an IANA name such as UTC or America/Los_Angeles.")
     else:
         request.session[DISPLAY_TZ_SESSION_KEY] = name
+        Preference.objects.update_or_create(user=request.user, defaults={"display_tz": name})
         messages.info(request, f"Times are shown in {name}.")
     back = request.POST.get("next", "")
     return redirect(back if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) else "inbox")

@@ -6,7 +6,6 @@ Thin: the lists come from telemetry.queries.events, the catalog from
 investigations.services.catalog."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -50,8 +49,7 @@ def events_page(request, host: str = ""):
     except ValueError as exc:
         return render(request, "investigations/events.html", {"error": f"Bad filter: {exc}", "nav": "events"},
                       status=400)
-    ctx = {"nav": "events", "g": g, "kinds": ev.KINDS_OF_INTEREST, "host": host, "page_no": page_no,
-           "this_year": datetime.now(timezone.utc).year}
+    ctx = {"nav": "events", "g": g, "kinds": ev.KINDS_OF_INTEREST, "host": host, "page_no": page_no}
     try:
         page = ev.list_events(q)
         weekly = ev.weekly_counts(q)

@@ -1,7 +1,6 @@
 """The inbox (interruptions with their cases and verdicts), its charts, and the nav search box."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
 
 from django.http import HttpResponseBadRequest
 from django.shortcuts import redirect, render
@@ -57,7 +56,6 @@ def inbox(request):
         "prev_url": "?" + urlencode({**params, "page": page.page_no - 1}),
         "next_url": "?" + urlencode({**params, "page": page.page_no + 1}),
         "first_url": "?" + urlencode({**params, "page": 1}),
-        "this_year": datetime.now(timezone.utc).year,
         "chart_url": reverse("inbox-chart") + ("?" + urlencode(params) if params else ""),
         "root_causes": inbox_service.root_cause_choices(),
         "clusters": page.clusters,
