@@ -1,5 +1,5 @@
 """API router of the investigations app: background jobs — read them, cancel them. A job is
-started only by the verb of its feature (POST /api/hypotheses/{id}/tests, /api/scans,
+started only by the verb of its feature (POST /api/hypotheses/{id}/tests, /api/scans, /api/lags,
 /api/exports, and here /api/jobs/store-summary and /api/jobs/selfcheck), which checks its
 parameters and the caller's role before anything is queued."""
 from __future__ import annotations

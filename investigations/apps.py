@@ -8,6 +8,6 @@ class InvestigationsConfig(AppConfig):
     def ready(self):
         # Job kinds register themselves on import.
         from investigations import jobkinds  # noqa: F401
-        from investigations.services import exports, fleet_test, logins, scans  # noqa: F401
+        from investigations.services import exports, fleet_test, lags, logins, scans  # noqa: F401
 
         logins.connect()

@@ -294,3 +294,64 @@ def scan_contrasts(rows: Sequence[dict]) -> go.Figure:
                       legend={"orientation": "h", "y": -0.25}, bargap=0.2)
     fig.update_xaxes(title_text="−log10 p of each contrast (dashed: p = 0.05)")
     return fig
+
+
+def _minutes(seconds: float) -> str:
+    m = seconds / 60
+    return f"{m:+.0f} min" if abs(m) < 120 else f"{m / 60:+.1f} h"
+
+
+def lag_curve(r: dict) -> go.Figure:
+    """A lag analysis of two series: the pooled correlation at each lag (x > 0: a leads b), the
+    band a correlation of unrelated series stays in (±1.96/√n), the best lag marked with the span
+    it takes over host resamples, and the pairs behind the peak."""
+    x = [s / 60 for s in r.get("lag_s") or []]
+    corr = [c if c is not None else float("nan") for c in r.get("corr") or []]
+    fig = go.Figure(go.Scatter(
+        x=x, y=corr, mode="lines", line={"color": PALETTE[0], "width": 2}, name="correlation",
+        customdata=r.get("pairs") or [], hovertemplate="lag %{x:+.0f} min: r %{y:.3f} (%{customdata} pairs)<extra></extra>",
+    ))
+    band = r.get("band")
+    if band:
+        fig.add_hrect(y0=-band, y1=band, fillcolor=BAND_FILL, line_width=0,
+                      annotation_text="chance (±1.96/√n)", annotation_position="bottom left")
+    best = r.get("best_lag_s")
+    if best is not None:
+        iv = r.get("best_lag_interval_s")
+        if iv and iv[1] > iv[0]:
+            fig.add_vrect(x0=iv[0] / 60, x1=iv[1] / 60, fillcolor="rgba(179, 38, 30, 0.12)", line_width=0)
+        fig.add_trace(go.Scatter(
+            x=[best / 60], y=[r.get("best_corr")], mode="markers", marker={"color": "#b3261e", "size": 11},
+            name="best lag", hovertemplate="best lag %{x:+.0f} min: r %{y:.3f}<extra></extra>"))
+        span = f", 95 % over hosts {_minutes(iv[0])} … {_minutes(iv[1])}" if iv else ""
+        fig.add_annotation(x=best / 60, y=r.get("best_corr"), yshift=14, showarrow=False, font={"size": 11},
+                           text=html.escape(f"{_minutes(best)} (r {r.get('best_corr'):.2f}{span}; "
+                                            f"n = {r.get('best_pairs', 0):,} pairs on {r.get('hosts', 0)} hosts)"))
+    fig.add_vline(x=0, line={"color": "#5d6678", "dash": "dot"})
+    fig.update_layout(height=300, margin={"l": 50, "r": 20, "t": 30, "b": 40}, template="plotly_white",
+                      showlegend=False)
+    fig.update_xaxes(title_text=html.escape(f"lag, minutes (> 0: {r.get('a')} moves first)"))
+    fig.update_yaxes(title_text="correlation", range=[-1.05, 1.1])
+    return fig
+
+
+def event_lead_bars(r: dict) -> go.Figure:
+    """A lag analysis of two kinds of events: how long before each later event the latest earlier
+    one came, in both directions side by side, with how many of the later events that covers."""
+    fig = go.Figure()
+    for key, colour in (("forward", "#b3261e"), ("reverse", "#5d6678")):
+        d = r.get(key)
+        if not d:
+            continue
+        edges = np.asarray(d["edges_s"], dtype=float) / 60
+        name = f"{d['earlier']} before {d['later']} ({d['n_preceded']} of {d['n_later']})"
+        fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=d["counts"], width=np.diff(edges) * 0.45,
+                             name=html.escape(name), marker_color=colour,
+                             hovertemplate=html.escape(name) + ": %{y} at ~%{x:.0f} min<extra></extra>"))
+        if d.get("median_lead_s") is not None:
+            fig.add_vline(x=d["median_lead_s"] / 60, line={"color": colour, "dash": "dash"})
+    fig.update_layout(barmode="group", height=260, margin={"l": 50, "r": 20, "t": 10, "b": 40},
+                      template="plotly_white", legend={"orientation": "h", "y": -0.3})
+    fig.update_xaxes(title_text="lead time, minutes before the later event (dashed: median)")
+    fig.update_yaxes(title_text="later events")
+    return fig

@@ -228,6 +228,21 @@ class ScanIn(Schema):
     cluster: str | None = None
 
 
+class LagIn(Schema):
+    """Start a lag analysis: which of two signals leads, and by how much."""
+    a: str = Field(..., description="a catalog metric, or an event kind ('XID 79', 'link down')")
+    b: str = Field(..., description="the same kinds as a, or the interruptions of an outcome ('NODE_FAIL')")
+    cluster: str
+    component_a: str = Field("", description="keep one component of a metric (gpu3, mlx5_0); '' all")
+    component_b: str = ""
+    host: str = Field("", description="one host; '' pools every host")
+    days: int | None = Field(None, description="the last N days (1..366; default 7), or from/to")
+    from_: str | None = Field(None, alias="from", description="a day YYYY-MM-DD or an ISO date-time, UTC")
+    to: str | None = None
+    step_s: int = Field(60, description="series: the step of the correlation, whole minutes")
+    max_lag_s: int = Field(3600, description="how far either way to look, 60 s .. 24 h")
+
+
 class ExportIn(Schema):
     """Export the verdicts as a labelled dataset (see investigations/services/exports.py)."""
     lead_window_s: int = 6 * 3600

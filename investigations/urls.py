@@ -40,6 +40,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel", jobs.job_cancel, name="job-cancel"),
     path("jobs/scan", jobs.scan_start, name="scan-start"),
     path("jobs/<int:job_id>/pin", jobs.scan_pin, name="scan-pin"),
+    path("jobs/lag", jobs.lag_start, name="lag-start"),
     path("exports/", exports.exports_page, name="exports"),
     path("exports/new", exports.export_start, name="export-start"),
     path("jobs/<int:job_id>/download", exports.export_download, name="export-download"),

@@ -30,14 +30,15 @@ from investigations.schemas import (
     HypothesisIn,
     HypothesisOut,
     HypothesisStatusIn,
+    LagIn,
     LinkIn,
     PinOut,
     ScanIn,
     VerdictIn,
     VerdictOut,
 )
-from investigations.services import (activity, board, cases, comments, exports, fleet_test, hypotheses, scans,
-                                     verdicts)
+from investigations.services import (activity, board, cases, comments, exports, fleet_test, hypotheses, lags,
+                                     scans, verdicts)
 
 router = Router(tags=["workspace"])
 
@@ -214,6 +215,24 @@ def start_scan(request, payload: ScanIn):
     with service_errors():
         return Status(201, scans.start_scan(request.user, outcome=payload.outcome, lead_window_s=payload.lead_window_s,
                                             days=payload.days, cluster=payload.cluster))
+
+
+@router.post("/lags", response={201: JobOut})
+def start_lag(request, payload: LagIn):
+    """Which of two signals leads, and by how much (a background job): two metrics give the
+    cross-correlation over lags, two event kinds the lead-time histograms both ways. Poll
+    GET /api/lags/{id} (or /api/jobs/{id}); the curve and the verdict are in its ``result``."""
+    with service_errors():
+        return Status(201, lags.start_lag(request.user, a=payload.a, b=payload.b, cluster=payload.cluster,
+                                          component_a=payload.component_a, component_b=payload.component_b,
+                                          host=payload.host, days=payload.days, start=payload.from_,
+                                          end=payload.to, step_s=payload.step_s, max_lag_s=payload.max_lag_s))
+
+
+@router.get("/lags/{job_id}", response=JobOut)
+def get_lag(request, job_id: int):
+    """A lag analysis: its state and progress, and its result once it has succeeded."""
+    return get_object_or_404(BackgroundJob, pk=job_id, kind=lags.LAG_KIND)
 
 
 @router.post("/exports", response={201: JobOut})

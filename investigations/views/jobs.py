@@ -6,15 +6,17 @@ import json
 
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from investigations.models import BackgroundJob, Case
 from investigations.roles import can_investigate, require_investigator
-from investigations.services import exports, fleet_test, jobs, scans
+from investigations.services import exports, fleet_test, jobs, lags, scans
 from investigations.services.inbox import case_clusters
 from investigations.templatetags.precursor import fmt_offset
 from investigations.views.common import first_line, history_days
 
+LAG_EXAMPLES = ("gpu.temp", "gpu.power", "XID 79", "XID 48/94", "link down", "NODE_FAIL")
 SCAN_OUTCOMES = ("any interruption", "NODE_FAIL", "FAILED", "TIMEOUT", "REQUEUED", "XID 79", "XID 48/94", "XID 74")
 
 
@@ -22,7 +24,8 @@ def jobs_page(request):
     rows = list(BackgroundJob.objects.select_related("created_by").order_by("-created_at")[:200])
     return render(request, "investigations/jobs.html", {
         "jobs": rows, "nav": "jobs", "can_edit": can_investigate(request.user), "outcomes": SCAN_OUTCOMES,
-        "clusters": case_clusters(),
+        "clusters": case_clusters(), "lag_a": request.GET.get("lag_a", "")[:200],
+        "lag_b": request.GET.get("lag_b", "")[:200], "lag_kinds": LAG_EXAMPLES,
     })
 
 
@@ -33,6 +36,8 @@ def _job_context(request, job: BackgroundJob) -> dict:
         ctx["test"] = _fleet_test_view(job)
     if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["scan"] = _scan_view(job.result)
+    if job.kind == lags.LAG_KIND and job.state == "succeeded" and isinstance(job.result, dict):
+        ctx["lag"] = _lag_view(job.result)
     if job.kind == exports.EXPORT_KIND and job.state == "succeeded":
         ctx["export"] = {"r": job.result, "available": exports.export_file(job) is not None}
     return ctx
@@ -54,6 +59,31 @@ def _scan_view(r: dict) -> dict:
             "contrasts_figure": charts.scan_contrasts(with_contrasts).to_json() if with_contrasts else None,
             "contrasts_caption": caption, "significant": sum(1 for row in tested if row["q"] < 0.05),
             "untested": [row for row in rows if row.get("not_tested")]}
+
+
+def _lag_view(r: dict) -> dict:
+    """A lag analysis as the job page shows it: the figure first, then the numbers."""
+    from investigations import charts
+
+    if r.get("kind") == "series":
+        figure = charts.lag_curve(r).to_json() if r.get("best_lag_s") is not None else None
+        iv = r.get("best_lag_interval_s")
+        return {"r": r, "figure": figure, "best": fmt_lag(r.get("best_lag_s")),
+                "interval": f"{fmt_lag(iv[0])} … {fmt_lag(iv[1])}" if iv else None}
+    rows = [d for d in (r.get("forward"), r.get("reverse")) if d]
+    for d in rows:
+        d["median"] = fmt_lag(d["median_lead_s"]) if d.get("median_lead_s") is not None else None
+        iv = d.get("median_lead_interval_s")
+        d["median_iv"] = f"{fmt_lag(iv[0])} … {fmt_lag(iv[1])}" if iv else None
+    return {"r": r, "rows": rows, "figure": charts.event_lead_bars(r).to_json() if any(d["n_later"] for d in rows)
+            else None}
+
+
+def fmt_lag(seconds) -> str:
+    if seconds is None:
+        return "—"
+    s = int(round(seconds))
+    return ("+" if s > 0 else "−" if s < 0 else "") + fmt_offset(abs(s)).lstrip("t+")
 
 
 def _fleet_test_view(job: BackgroundJob) -> dict:
@@ -112,6 +142,31 @@ def scan_start(request):
         messages.error(request, "Signal scan not started: " + first_line(exc))
         return redirect("jobs")
     return redirect("job", job_id=job.pk)
+
+
+@require_POST
+def lag_start(request):
+    require_investigator(request.user, "starting a lag analysis")
+    try:
+        days = request.POST.get("days", "7")
+        if days not in ("1", "7", "30", "90"):
+            raise ValueError(f"days: {days!r} is not one of 1, 7, 30 or 90")
+        job = lags.start_lag(request.user, a=request.POST.get("a", ""), b=request.POST.get("b", ""),
+                             cluster=request.POST.get("cluster", ""), component_a=request.POST.get("component_a", ""),
+                             component_b=request.POST.get("component_b", ""), host=request.POST.get("host", ""),
+                             days=int(days), step_s=_whole(request.POST.get("step_min", "1"), "step") * 60,
+                             max_lag_s=_whole(request.POST.get("max_lag_min", "60"), "max lag") * 60)
+    except ValueError as exc:
+        messages.error(request, "Lag analysis not started: " + first_line(exc))
+        return redirect(reverse("jobs") + "#lag-form")
+    return redirect("job", job_id=job.pk)
+
+
+def _whole(text: str, field: str) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{field}: {text!r} is not a whole number of minutes") from None
 
 
 @require_POST
