@@ -7,7 +7,7 @@ import fmt_offset``) for the few places that build text in Python.
 from __future__ import annotations
 
 import functools
-from datetime import timezone as dt_timezone
+from datetime import timedelta, timezone as dt_timezone
 
 from django import template
 from django.templatetags.static import static
@@ -133,6 +133,17 @@ def when_short(value, fmt: str = "m-d H:i:s") -> str:
         value = timezone.make_aware(value, dt_timezone.utc)
     same = timezone.localtime(value).year == timezone.localtime(timezone.now()).year
     return when(value, fmt if same else "Y-" + fmt)
+
+
+@register.filter
+def utc_day(value, offset_days: int = 0) -> str:
+    """The UTC day (YYYY-MM-DD, as the from/to filters take it) of a timestamp, moved by
+    ``offset_days``."""
+    if value in (None, ""):
+        return ""
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, dt_timezone.utc)
+    return (value.astimezone(dt_timezone.utc) + timedelta(days=int(offset_days))).strftime("%Y-%m-%d")
 
 
 COMMON_ZONES = ("UTC", "Europe/London", "Europe/Berlin", "America/New_York", "America/Chicago", "America/Denver",

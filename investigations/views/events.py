@@ -18,7 +18,7 @@ from investigations.roles import is_admin
 from investigations.services import catalog as catalog_service
 from investigations.views.common import store_error_message
 from telemetry import catalog, catalog_store, timebounds
-from telemetry.queries import events as ev
+from telemetry.queries import events as ev, host_signals
 
 PAGE_SIZE = 100
 
@@ -59,6 +59,8 @@ def events_page(request, host: str = ""):
         return render(request, "investigations/host.html" if host else "investigations/events.html", ctx)
     params = {k: v for k, v in g.items() if k != "page" and v}
     last_page = max(1, -(-page.total // PAGE_SIZE))
+    if host:
+        ctx.update(_signals(summary.cluster, host, q))
     ctx.update({
         "page": page, "summary": summary, "figure": charts.events_weekly_bar(weekly) if weekly else None,
         "has_prev": page_no > 1, "has_next": page_no < last_page, "last_page": last_page,
@@ -69,13 +71,25 @@ def events_page(request, host: str = ""):
     return render(request, "investigations/host.html" if host else "investigations/events.html", ctx)
 
 
+def _signals(cluster: str, host: str, q: ev.EventQuery) -> dict:
+    """The host page's signals panel: its main signals over the filters' range (the last days up
+    to its newest sample without one), drawn by the case overlay's chart, with samples and gaps."""
+    try:
+        found = host_signals.host_signals(cluster, host, q.start, q.end)
+    except Exception as exc:  # the rest of the page still renders
+        return {"signals_error": store_error_message(exc)}
+    figure = charts.overlay_figure(found.result, height_per_row=150) if found.result is not None else None
+    return {"signals": found, "signals_figure": figure}
+
+
 def _cluster_of(host: str) -> str:
     found = [c for c, h in ev.hosts_matching(host, limit=50) if h == host]
     return found[0] if found else ""
 
 
 def host_page(request, name: str):
-    """/hosts/<name>/: inventory, jobs, event counts, and its events with the same filters."""
+    """/hosts/<name>/: its main signals over the range (chart first, samples and gaps), inventory,
+    jobs, event counts, and its events with the same filters."""
     return events_page(request, host=name)
 
 

@@ -65,3 +65,28 @@ def test_the_catalog_page_lists_unknown_names_and_only_admins_map_them(client, v
     finally:
         store.command("TRUNCATE TABLE IF EXISTS metric_catalog")
         catalog_store.refresh(force=True)
+
+
+def test_the_host_page_charts_its_main_signals_first_with_samples_and_gaps(alice_client, history):
+    from tests.telemetry.queries import every, write_samples
+
+    import numpy as np
+
+    t = history - timedelta(hours=1)  # BASE: a sample a minute for 4 h, a 2-hour hole, 2 h more
+    write_samples("c1", "gpu-a017", "gpu3", "gpu.temp", every(t, 60, 240) + every(t + timedelta(hours=6), 60, 120),
+                  np.full(360, 70.0))
+    write_samples("c1", "gpu-a017", "", "site_thing", every(t, 60, 5), np.ones(5))
+    day = t.strftime("%Y-%m-%d")
+    body = alice_client.get("/hosts/gpu-a017/", {"cluster": "c1", "from": day, "to": day}).content.decode()
+    signals, rest = body.split('<section id="signals">')[1].split("</section>", 1)
+    assert "data-plotly-figure" in signals and "gpu.temp" in signals  # the chart, before inventory and events
+    assert "Jobs" in rest and "H100-SXM" in rest
+    row = signals.split('<td class="mono">gpu3</td>')[1].split("</tr>")[0]
+    assert '<td class="num">360</td>' in row and '<td class="num warn">1</td>' in row and "2h01m" in row
+    assert "site_thing" in signals and "map them on the catalog page" in signals
+    # reachable from the events view: every row links to its host's signals around the event
+    events = alice_client.get("/events/").content.decode()
+    assert f"/hosts/gpu-a017/?cluster=c1&amp;from={(history - timedelta(days=1)):%Y-%m-%d}" in events
+    assert "#signals" in events
+    # without from/to: the last days up to its newest sample
+    assert "the last days up to its newest sample" in alice_client.get("/hosts/gpu-a017/", {"cluster": "c1"}).content.decode()
