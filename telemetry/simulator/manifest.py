@@ -51,7 +51,7 @@ writes the same ``format``, ``config`` (plus ``scenario``), ``counts`` (plus ``f
           {"kind": "heavy_phase_before_failure" | "checkpoint_before_failure", "failure_id", "job_id",
            "hosts", "start", "end", "t0", "causal": false},
           {"kind": "firmware_over_representation", "firmware", "host_share", "failure_share",
-           "causal": false, "explanation"},
+           "failures_counted", "causal": false, "explanation"},   # share of hosts' own hardware failures
           {"kind": "temperature_follows_load", "causal": false, "explanation"}],
       "lemons": [{"host", "hazard", "failures"}],
       "correlated_events": [{"id", "kind": "leaf_switch_reboot" | "rack_pdu_trip", "where", "cause",

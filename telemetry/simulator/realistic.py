@@ -8,12 +8,15 @@ Failures
     Hardware causes (and host maintenance) strike each host as a Poisson process over its
     up-time at ``LLAMA_RATE_PER_HOST_DAY x failure_scale x`` the host's hazard, busy or idle (a
     failure on an idle host drains it without interrupting a job), so the realised rate per up
-    host-day stays at the nominal one at any scale. The hazard is higher on lemon hosts (~3 %,
-    x8, failing again and again, mostly on the same part) and on the first-installed (older)
-    racks, which also carry the first VBIOS of the roll-out: that firmware is over-represented
-    among failures by placement and causes nothing. Software causes strike running jobs at the
-    same nominal rate per busy host-day. A few correlated events (a leaf switch rebooting, a rack
-    PDU tripping) take several hosts at once; they are part of the failure budget.
+    host-day stays at the nominal one at any scale. The hazard is higher on lemon hosts (5 %,
+    x8, mostly on the same part; a lemon's draw is conditioned on failing at least
+    ``LEMON_MIN_FAILURES`` times) and on the first-installed (older) racks (x3). The first VBIOS of
+    the roll-out (``topology.FW_HOT``) sits on exactly those hosts: the old racks got it first and a
+    lemon's swapped boards came from the depot with it. So in every draw that firmware is
+    over-represented among failures (about 2x its host share on a bench-sized fleet) by placement,
+    and causes nothing. Software causes strike running jobs at the same nominal rate per busy
+    host-day. A few correlated events (a leaf switch rebooting, a rack PDU tripping, drawn by their
+    hosts' hazard) take several hosts at once; they are part of the failure budget.
 Precursors
     A hardware failure with a chain has one with probability ``PRECURSOR_P`` (together with the
     causes that have none, 30-50 % of hardware failures come without warning). Per failure: a
@@ -63,7 +66,8 @@ DEFAULT_FAILURE_SCALE = 20.0
 PRECURSOR_P = 0.7
 FALSE_ALARMS_PER_HOST_DAY = 0.15
 CORRELATED_SHARE = 0.06
-LEMON_SHARE, LEMON_HAZARD, OLD_RACK_HAZARD = 0.03, 8.0, 1.8
+LEMON_SHARE, LEMON_HAZARD, OLD_RACK_HAZARD = 0.05, 8.0, 3.0
+LEMON_MIN_FAILURES, LEMON_TRIES = 2, 200
 REQUEUE_SHARE = 0.4
 SOFTWARE = ("software_bug", "nccl_watchdog", "sdc", "dependency")
 LEAD_SIGMA = 1.3
@@ -165,71 +169,123 @@ def _down_s(rng, cause: Cause) -> float:
 
 def _host_failures(topo, horizon: float, scale: float, rng) -> tuple[dict[int, list[RFailure]], list[dict], list[int], np.ndarray]:
     H = len(topo.hosts)
-    n_racks = -(-H // topology.HOSTS_PER_RACK)
-    old_racks = max(1, n_racks // 3)  # the first installed; they got the first VBIOS (topology.FW_HOT)
-    hazard = np.where(np.arange(H) // topology.HOSTS_PER_RACK < old_racks, OLD_RACK_HAZARD, 1.0)
+    old = np.array([h.firmware == topology.FW_HOT for h in topo.hosts])  # the first-installed racks (topology)
+    hazard = np.where(old, OLD_RACK_HAZARD, 1.0)
     n_lemons = max(1, int(math.ceil(LEMON_SHARE * H)))
     lemons = sorted(int(h) for h in rng.choice(H, size=n_lemons, replace=False))
     hazard[lemons] *= LEMON_HAZARD
     hazard = hazard / hazard.mean()
+    _flash_depot_firmware(topo, lemons)
     hw, hw_p = _hw_causes()
     hw_share = sum(c.count for c in hw) / failures.TOTAL
     rate_s = failures.LLAMA_RATE_PER_HOST_DAY * scale * hw_share / 86400.0
     per_host: dict[int, list[RFailure]] = {h: [] for h in range(H)}
-    # correlated events first: they take whole racks / leaves
-    correlated = []
-    if scale > 0:
-        expected = rate_s * CORRELATED_SHARE * horizon * H
-        mean_hosts = 6.0
-        n_ev = int(rng.poisson(expected / mean_hosts))
-        if horizon >= 2 * 86400 and H >= 16:  # every fleet of some size shows one
-            n_ev = max(1, n_ev)
-        racks = sorted({h.rack for h in topo.hosts})
-        leaves = sorted({h.leaf for h in topo.hosts})
-        for i in range(n_ev):
-            t0 = float(rng.uniform(0.05, 0.95) * horizon)
-            if rng.random() < 0.5:
-                leaf = leaves[int(rng.integers(len(leaves)))]
-                hosts = [h.index for h in topo.hosts if h.leaf == leaf]
-                cause, kind, where = failures.BY_NAME["network"], "leaf_switch_reboot", leaf
-                downs = [0.0] * len(hosts)
-            else:
-                rack = racks[int(rng.integers(len(racks)))]
-                hosts = [h.index for h in topo.hosts if h.rack == rack]
-                cause, kind, where = failures.BY_NAME["psu"], "rack_pdu_trip", rack
-                downs = [float(rng.uniform(1, 3)) * 3600] * len(hosts)
-            eid = f"C{i + 1:03d}"
-            for h, d in zip(hosts, downs):
-                comp = topology.BACKEND_NICS[int(rng.integers(8))] if cause.name == "network" else ""
-                per_host[h].append(RFailure(cause, h, comp, t0 + float(rng.uniform(0, 20)), t0 + d if d else t0,
-                                            correlated=eid))
-            correlated.append({"id": eid, "kind": kind, "where": where, "t0": t0, "hosts": hosts, "cause": cause.name})
+    correlated = _correlated_events(topo, horizon, scale, rate_s, hazard, rng, per_host)
     share = (1.0 - CORRELATED_SHARE) if scale > 0 else 1.0
+    others = _lemon_compensation(rate_s * share * horizon, hazard, lemons)
     for h in range(H):
         if scale <= 0:
             break
-        lam = rate_s * share * hazard[h]
-        t = 0.0
-        bad_part: tuple[Cause, str] | None = None
         taken = sorted((f.t0_s, f.down_until_s) for f in per_host[h])
-        while True:
-            t += float(rng.exponential(1.0 / lam))
-            if t >= horizon:
+        lemon = h in lemons
+        lam = rate_s * share * hazard[h] * (1.0 if lemon else others)
+        for _ in range(LEMON_TRIES if lemon else 1):
+            # a lemon is a host that fails again and again: its Poisson process is drawn again until
+            # it fails at least LEMON_MIN_FAILURES times within the horizon (conditioning, not padding)
+            own = _own_failures(h, lam, horizon, taken, lemon, hw, hw_p, rng)
+            if not lemon or sum(f.cause.name != "host_maintenance" for f in own) >= LEMON_MIN_FAILURES:
                 break
-            if any(a - 600 <= t <= max(b, a + 600) for a, b in taken):
-                continue
-            if h in lemons and bad_part is not None and rng.random() < 0.7:
-                cause, comp = bad_part
-            else:
-                cause = hw[int(rng.choice(len(hw), p=hw_p))]
-                comp = _component(rng, cause)
-                if h in lemons and cause.name != "host_maintenance" and bad_part is None:
-                    bad_part = (cause, comp)
-            down = _down_s(rng, cause)
-            per_host[h].append(RFailure(cause, h, comp, t, t + down, lemon=h in lemons))
-            t += down
+        per_host[h].extend(own)
         per_host[h].sort(key=lambda f: f.t0_s)
     return per_host, correlated, lemons, hazard
+
+
+def _lemon_compensation(per_unit_hazard: float, hazard: np.ndarray, lemons: list[int]) -> float:
+    """The factor on the other hosts' rate that keeps the fleet's expected own failures nominal although
+    each lemon's draw is conditioned on failing at least twice (E[N | N >= 2] > E[N] for a Poisson N).
+    On a bench-sized fleet it is ~0.9; on a tiny or short fleet (where two failures per lemon are most
+    of the budget) it stops at 0.25 and the realised rate runs above nominal."""
+    mu = per_unit_hazard * hazard
+    if not lemons or per_unit_hazard <= 0:
+        return 1.0
+    ml = mu[lemons]
+    p_lt2 = np.exp(-ml) * (1 + ml)
+    conditioned = np.where(p_lt2 < 1 - 1e-9, (ml - ml * np.exp(-ml)) / np.maximum(1 - p_lt2, 1e-12), 2.0)
+    extra = float(np.sum(np.maximum(conditioned, LEMON_MIN_FAILURES) - ml))
+    rest = float(mu.sum() - ml.sum())
+    return max(0.25, 1.0 - extra / rest) if rest > 0 else 1.0
+
+
+def _flash_depot_firmware(topo, lemons: list[int]) -> None:
+    """A lemon's GPU boards have been swapped before: the depot's spare boards come flashed with the
+    first VBIOS of the roll-out (``FW_HOT``, also on the first-installed racks). So the firmware sits
+    on the hosts that fail most for their own reasons (old chassis, lemons): it is over-represented
+    among failures in every draw, and causes none of them."""
+    for h in lemons:
+        topo.hosts[h].firmware = topology.FW_HOT
+
+
+def _own_failures(h: int, lam: float, horizon: float, taken, lemon: bool, hw, hw_p, rng) -> list[RFailure]:
+    out: list[RFailure] = []
+    t = 0.0
+    bad_part: tuple[Cause, str] | None = None
+    while True:
+        t += float(rng.exponential(1.0 / lam))
+        if t >= horizon:
+            return out
+        if any(a - 600 <= t <= max(b, a + 600) for a, b in taken):
+            continue
+        if lemon and bad_part is not None and rng.random() < 0.7:
+            cause, comp = bad_part
+        else:
+            cause = hw[int(rng.choice(len(hw), p=hw_p))]
+            comp = _component(rng, cause)
+            if lemon and cause.name != "host_maintenance" and bad_part is None:
+                bad_part = (cause, comp)
+        down = _down_s(rng, cause)
+        out.append(RFailure(cause, h, comp, t, t + down, lemon=lemon))
+        t += down
+
+
+def _correlated_events(topo, horizon: float, scale: float, rate_s: float, hazard, rng, per_host) -> list[dict]:
+    """A leaf switch rebooting or a rack PDU tripping takes several hosts at once (part of the failure
+    budget). Old racks' PDUs and leaves trip more: a rack or leaf is drawn by its hosts' hazard."""
+    correlated: list[dict] = []
+    if scale <= 0:
+        return correlated
+    H = len(topo.hosts)
+    expected = rate_s * CORRELATED_SHARE * horizon * H
+    mean_hosts = 6.0
+    n_ev = int(rng.poisson(expected / mean_hosts))
+    if horizon >= 2 * 86400 and H >= 16:  # every fleet of some size shows one
+        n_ev = max(1, n_ev)
+    racks = sorted({h.rack for h in topo.hosts})
+    leaves = sorted({h.leaf for h in topo.hosts})
+
+    def weights(groups, key):
+        w = np.array([sum(hazard[h.index] for h in topo.hosts if key(h) == g) for g in groups])
+        return w / w.sum()
+
+    rack_p, leaf_p = weights(racks, lambda h: h.rack), weights(leaves, lambda h: h.leaf)
+    for i in range(n_ev):
+        t0 = float(rng.uniform(0.05, 0.95) * horizon)
+        if rng.random() < 0.5:
+            leaf = leaves[int(rng.choice(len(leaves), p=leaf_p))]
+            hosts = [h.index for h in topo.hosts if h.leaf == leaf]
+            cause, kind, where = failures.BY_NAME["network"], "leaf_switch_reboot", leaf
+            downs = [0.0] * len(hosts)
+        else:
+            rack = racks[int(rng.choice(len(racks), p=rack_p))]
+            hosts = [h.index for h in topo.hosts if h.rack == rack]
+            cause, kind, where = failures.BY_NAME["psu"], "rack_pdu_trip", rack
+            downs = [float(rng.uniform(1, 3)) * 3600] * len(hosts)
+        eid = f"C{i + 1:03d}"
+        for h, d in zip(hosts, downs):
+            comp = topology.BACKEND_NICS[int(rng.integers(8))] if cause.name == "network" else ""
+            per_host[h].append(RFailure(cause, h, comp, t0 + float(rng.uniform(0, 20)), t0 + d if d else t0,
+                                        correlated=eid))
+        correlated.append({"id": eid, "kind": kind, "where": where, "t0": t0, "hosts": hosts, "cause": cause.name})
+    return correlated
 
 
 def _schedule(topo, horizon: float, scale: float, rng) -> Plan:
@@ -612,19 +668,25 @@ def _plan_everything(cfg, topo, plan: Plan, rng):
         confounders.append({"kind": c["kind"], "failure_id": job_ids.get(id(c["job"])), "job_id": c["job"].job_id,
                             "hosts": [hosts[h].name for h in c["hosts"]], "start": iso(cfg.start_s + c["start_s"]),
                             "end": iso(cfg.start_s + c["end_s"]), "t0": iso(cfg.start_s + c["t0_s"]), "causal": False})
-    hw = [f for f in plan.failures if f.cause.name not in SOFTWARE]
-    fw = [hosts[f.host].firmware for f in hw]
+    fw = [hosts[f.host].firmware for f in _own_hardware(plan.failures)]
     share = topo.firmware_share()
     confounders.append({"kind": "firmware_over_representation", "firmware": topology.FW_HOT,
                         "host_share": round(share.get(topology.FW_HOT, 0.0), 4),
                         "failure_share": round(fw.count(topology.FW_HOT) / len(fw), 4) if fw else 0.0,
+                        "failures_counted": "hardware failures of a host's own (no software, maintenance or "
+                                            "correlated event)",
                         "causal": False,
-                        "explanation": "the first-installed racks got this VBIOS first in the roll-out; their older "
-                                       f"chassis fail {OLD_RACK_HAZARD:g}x as often; the firmware causes nothing"})
+                        "explanation": "the first-installed racks got this VBIOS first in the roll-out and their older "
+                                       f"chassis fail {OLD_RACK_HAZARD:g}x as often; lemon hosts run it too (their "
+                                       "swapped boards came from the depot with it); the firmware causes nothing"})
     confounders.append({"kind": "temperature_follows_load", "causal": False,
                         "explanation": "GPU, HBM, NVSwitch, NIC and CPU temperatures follow power and inlet air; "
                                        "heavy phases before failures raise them job-wide"})
     return P, fail_entries, alarm_entries, confounders, background
+
+
+def _own_hardware(fs):
+    return [f for f in fs if f.cause.name not in SOFTWARE and f.cause.name != "host_maintenance" and f.correlated is None]
 
 
 def self_visible(onset_s: float, t0_s: float, dt: float) -> bool:

@@ -10,7 +10,9 @@ Driver and VBIOS versions are mixed across racks as in a fleet mid-rollout. The
 first third of the racks carry VBIOS ``FW_HOT``; the scheduler places the
 biggest jobs on the lowest-numbered hosts, so those racks are busier and see
 more failures: the firmware is over-represented among failures without causing
-any (a red herring recorded in the manifest).
+any (a red herring recorded in the manifest). The realistic scenario gives the old racks a
+higher hazard of their own and flashes ``FW_HOT`` onto its lemon hosts too
+(``realistic._flash_depot_firmware``).
 """
 from __future__ import annotations
 
