@@ -355,3 +355,38 @@ def event_lead_bars(r: dict) -> go.Figure:
     fig.update_xaxes(title_text="lead time, minutes before the later event (dashed: median)")
     fig.update_yaxes(title_text="later events")
     return fig
+
+
+def together_bars(rows: Sequence[dict]) -> go.Figure:
+    """A combined hypothesis's fleet test: for the pair and each of its signals alone (on the same
+    windows), how often it fired before the outcome (recall), in the controls, and how many of its
+    alarms the outcome followed (precision) — grouped, with Jeffreys 95 % intervals and counts."""
+    measures = (("recall", "recall_ci", "fired before the outcome"), ("control_rate", None, "fired in controls"),
+                ("precision", "precision_ci", "alarms followed by the outcome"))
+    colours = {"together": "#b3261e", "A alone": PALETTE[0], "B alone": "#5d6678"}
+    fig = go.Figure()
+    for row in rows:
+        t = row.get("table") or {}
+        counts = {"recall": (t.get("a", 0), t.get("a", 0) + t.get("c", 0)),
+                  "control_rate": (t.get("b", 0), t.get("b", 0) + t.get("d", 0)),
+                  "precision": (row.get("true_alarms", 0), row.get("alarms", 0))}
+        ys, lo, hi, text = [], [], [], []
+        for key, ci_key, _ in measures:
+            v = row.get(key)
+            ci = row.get(ci_key) if ci_key else None
+            ys.append(v * 100 if v is not None else None)
+            lo.append((v - ci[0]) * 100 if v is not None and ci and ci[0] is not None else 0)
+            hi.append((ci[1] - v) * 100 if v is not None and ci and ci[1] is not None else 0)
+            k, n = counts[key]
+            text.append(f"{k}/{n}")
+        fig.add_trace(go.Bar(
+            x=[label for _, _, label in measures], y=ys, name=html.escape(f"{row['role']}: {row['signal']}"),
+            marker_color=colours.get(row["role"], "#888"), text=text, textposition="outside",
+            error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
+            hovertemplate=html.escape(row["role"]) + " — %{x}: %{y:.0f} % (%{text})<extra></extra>",
+        ))
+    fig.update_layout(barmode="group", height=260, margin={"l": 45, "r": 10, "t": 10, "b": 30},
+                      template="plotly_white", legend={"orientation": "h", "y": -0.18, "font": {"size": 10}},
+                      bargap=0.25)
+    fig.update_yaxes(range=[0, 115], ticksuffix=" %")
+    return fig

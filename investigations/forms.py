@@ -54,6 +54,8 @@ class PinHypothesisForm(forms.Form):
     lead_window_min = forms.IntegerField(min_value=LEAD_WINDOW_MIN_S // 60, max_value=LEAD_WINDOW_MAX_S // 60,
                                          initial=360, help_text="minutes before t0")
     outcome = forms.CharField(max_length=500)
+    combined_with = forms.CharField(max_length=300, required=False,
+                                    help_text="optional: and|then METRIC [rate] > N within 30 min")
     note = forms.CharField(max_length=2000, required=False)
 
 

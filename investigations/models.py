@@ -139,6 +139,9 @@ class Hypothesis(models.Model):
     threshold = models.FloatField()
     lead_window_s = models.PositiveIntegerField()
     outcome = models.CharField(max_length=500)
+    # A second signal the first combines with: "and|then METRIC [cond] >|< N within N min"
+    # (telemetry.queries.together parses it; '' = the first signal alone).
+    combined_with = models.CharField(max_length=300, blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROPOSED, db_index=True)
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
                                related_name="hypotheses")
@@ -162,7 +165,8 @@ class Hypothesis(models.Model):
     @property
     def signal_text(self) -> str:
         """One line: 'gpu.pcie.replay_count rate > 5 on gpu, 6h before'."""
-        return (f"{self.metric} {self.condition} {self.operator} {self.threshold:g} on {self.component_scope}, "
+        pair = f" {self.combined_with}" if self.combined_with else ""
+        return (f"{self.metric} {self.condition} {self.operator} {self.threshold:g} on {self.component_scope}{pair}, "
                 f"{_duration(self.lead_window_s)} before")
 
 

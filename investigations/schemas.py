@@ -98,6 +98,9 @@ class HypothesisIn(Schema):
     lead_window_s: int = Field(..., description="how long before the interruption the signal fires, seconds "
                                f"({LEAD_WINDOW_MIN_S}..{LEAD_WINDOW_MAX_S}; checked by telemetry.rules.check_lead_window)")
     outcome: str = Field(..., description="the interruption class or root cause it predicts, e.g. 'XID 79'")
+    combined_with: str = Field("", description="a second signal, usually of another layer: 'and|then METRIC "
+                               "[threshold|rate|trend] >|< NUMBER within N min' ('and': both within N min of each "
+                               "other; 'then': the second within N min after the first); '' for the signal alone")
     case_id: int | None = Field(None, description="pin to this case as well")
     note: str = ""
 
@@ -136,6 +139,7 @@ class HypothesisOut(Schema):
     threshold: float
     lead_window_s: int
     outcome: str
+    combined_with: str
     status: str
     author: str | None
     created_at: datetime

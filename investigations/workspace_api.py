@@ -166,7 +166,7 @@ def _pin(request, payload: HypothesisIn, case: Case | None) -> Hypothesis:
             request.user, case=case, statement=payload.statement, metric=payload.metric,
             component_scope=payload.component_scope, condition=payload.condition, operator=payload.operator,
             threshold=payload.threshold, lead_window_s=payload.lead_window_s, outcome=payload.outcome,
-            note=payload.note,
+            note=payload.note, combined_with=payload.combined_with,
         )
 
 

@@ -16,7 +16,7 @@ from investigations.models import BackgroundJob, Hypothesis
 from investigations.roles import require_investigator
 from investigations.services import jobs
 from investigations.services.jobs import JobContext, job_kind
-from telemetry.queries import fleet_test
+from telemetry.queries import fleet_test, together
 
 FLEET_TEST_KIND = "fleet_test"
 MAX_DAYS = 3650
@@ -28,10 +28,20 @@ def signal_of(h: Hypothesis) -> fleet_test.Signal:
                              threshold=float(h.threshold), lead_s=int(h.lead_window_s))
 
 
+def together_of(h: Hypothesis) -> together.Together | None:
+    """The second signal a hypothesis combines its own with, or None."""
+    return together.parse(h.combined_with) if h.combined_with else None
+
+
 def check_testable(h: Hypothesis) -> tuple[fleet_test.Signal, fleet_test.Outcome]:
     """The hypothesis's signal and outcome, or ValueError saying why the fleet test cannot run."""
     try:
-        return signal_of(h), fleet_test.parse_outcome(h.outcome)
+        signal = signal_of(h)
+        pair = together_of(h)
+        if pair is not None:
+            together.check(signal.metric, signal.condition, signal.operator, signal.threshold, pair)
+            pair.signal(signal.lead_s)  # its metric, condition and operator checked as the first's
+        return signal, fleet_test.parse_outcome(h.outcome)
     except fleet_test.NotTestable as exc:
         raise ValueError(f"{h.short_id} cannot be tested across the fleet: {exc}") from None
 
@@ -72,6 +82,9 @@ def run_fleet_test(ctx: JobContext) -> dict:
     days = ctx.params.get("days")
     start = datetime.now(timezone.utc) - timedelta(days=int(days)) if days else None
     cluster = ctx.params.get("cluster")
-    result = fleet_test.run(signal, outcome, clusters=[cluster] if cluster else None, start=start,
-                            progress=ctx.progress, timeout_s=max(1, int(ctx.remaining_s())))
-    return {"hypothesis_id": h.pk, "days": days, **result.as_dict()}
+    where = {"clusters": [cluster] if cluster else None, "start": start, "progress": ctx.progress,
+             "timeout_s": max(1, int(ctx.remaining_s()))}
+    pair = together_of(h)
+    if pair is not None:  # the pair, and each of its signals alone on the same windows
+        return {"hypothesis_id": h.pk, "days": days, **together.run(signal, pair, outcome, **where)}
+    return {"hypothesis_id": h.pk, "days": days, **fleet_test.run(signal, outcome, **where).as_dict()}

@@ -19,6 +19,7 @@ from investigations.models import Case, CaseHypothesis, Hypothesis
 from investigations.services import activity
 from investigations.roles import require_investigator
 from telemetry import catalog, rules
+from telemetry.queries import together
 from telemetry.rules import COMPONENT_SCOPES, CONDITIONS, OPERATORS
 
 STATUSES = tuple(Hypothesis.Status.values)
@@ -33,7 +34,7 @@ MAX_OUTCOME = 500
 
 
 def validate_signal(*, statement, metric, component_scope, condition, operator, threshold, lead_window_s,
-                    outcome) -> dict:
+                    outcome, combined_with: str = "") -> dict:
     """Clean the fields of a hypothesis; ValueError names the first bad field and why."""
     statement = (statement or "").strip()
     if not statement:
@@ -62,20 +63,25 @@ def validate_signal(*, statement, metric, component_scope, condition, operator, 
         raise ValueError("outcome: required — the interruption class or root cause it predicts, e.g. 'XID 79'")
     if len(outcome) > MAX_OUTCOME:
         raise ValueError(f"outcome: at most {MAX_OUTCOME} characters (got {len(outcome)})")
+    combined_with = (combined_with or "").strip()
+    if combined_with:
+        pair = together.parse(combined_with)
+        together.check(found.name, condition, operator, threshold, pair)
+        combined_with = pair.text
     return {"statement": statement, "metric": found.name, "component_scope": component_scope,
             "condition": condition, "operator": operator, "threshold": threshold,
-            "lead_window_s": lead_window_s, "outcome": outcome}
+            "lead_window_s": lead_window_s, "outcome": outcome, "combined_with": combined_with}
 
 
 @transaction.atomic
 def pin_hypothesis(user, *, case: Case | None = None, statement: str, metric: str, component_scope: str,
                    condition: str, operator: str = ">", threshold: float, lead_window_s: int,
-                   outcome: str, note: str = "") -> Hypothesis:
+                   outcome: str, note: str = "", combined_with: str = "") -> Hypothesis:
     """Create a hypothesis; when ``case`` is given, link it to that case too."""
     require_investigator(user, "pinning a hypothesis")
     fields = validate_signal(statement=statement, metric=metric, component_scope=component_scope,
                              condition=condition, operator=operator, threshold=threshold,
-                             lead_window_s=lead_window_s, outcome=outcome)
+                             lead_window_s=lead_window_s, outcome=outcome, combined_with=combined_with)
     hypothesis = Hypothesis.objects.create(author=user, **fields)
     activity.record(user, "hypothesis.created", hypothesis=hypothesis, case=case,
                     metric=hypothesis.metric, outcome=hypothesis.outcome)

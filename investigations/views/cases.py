@@ -212,7 +212,8 @@ def case_pin(request, pk: int):
         h = hypotheses.pin_hypothesis(
             request.user, case=case, statement=d["statement"], metric=d["metric"],
             component_scope=d["component_scope"], condition=d["condition"], operator=d["operator"],
-            threshold=d["threshold"], lead_window_s=d["lead_window_min"] * 60, outcome=d["outcome"], note=d["note"])
+            threshold=d["threshold"], lead_window_s=d["lead_window_min"] * 60, outcome=d["outcome"], note=d["note"],
+            combined_with=d["combined_with"])
     except (ValueError, ValidationError) as exc:
         form.add_error(None, first_line(exc))
         return _case_with_errors(request, case, pin_form=form)

@@ -102,7 +102,13 @@ def _fleet_test_view(job: BackgroundJob) -> dict:
     figures = [("firing before the outcome vs in control windows", charts.firing_rates(r).to_json())]
     if r.get("lead_times_s"):
         figures.append(("lead time: first firing before t0", charts.lead_time_histogram(r["lead_times_s"]).to_json()))
-    return {"r": r, "h": h, "examples": examples, "figures": figures,
+    pair = None
+    if r.get("side_by_side"):
+        t = r.get("table") or {}
+        within = int((r.get("combination") or {}).get("within_s") or 0)
+        pair = {"figure": charts.together_bars(r["side_by_side"]).to_json(), "within": fmt_lag(within).lstrip("+"),
+                "windows": sum(t.get(k, 0) for k in "abcd")}
+    return {"r": r, "h": h, "examples": examples, "figures": figures, "together": pair,
             "lead_median": fmt_offset(-r["lead_median_s"]) if r.get("lead_median_s") is not None else None}
 
 
