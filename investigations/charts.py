@@ -81,7 +81,10 @@ def break_gaps(x, *ys, steps: float = GAP_STEPS):
     return (x_out, *(np.insert(y, gaps + 1, np.nan) for y in ys))
 
 
-def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = None, *, height_per_row: int = 170) -> go.Figure:
+def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = None, *, height_per_row: int = 170,
+                   webgl: bool = True) -> go.Figure:
+    """One row per layer (and unit), the band behind each series, events in a bottom row. ``webgl``
+    False draws the lines as SVG (a page with few series: works where WebGL does not)."""
     order = list(layers_order or catalog.LAYERS)
     present = {s.layer for s in result.series}
     layers = [l for l in order if l in present] + sorted(present - set(order))
@@ -129,7 +132,7 @@ def overlay_figure(result: OverlayResult, layers_order: Sequence[str] | None = N
                 hovertemplate=f"{who} median %{{y:.4g}}<extra></extra>",
             ), row=row, col=1)
         sx, sy = break_gaps(s.x, s.y)
-        fig.add_trace(go.Scattergl(
+        fig.add_trace((go.Scattergl if webgl else go.Scatter)(
             x=sx, y=sy, mode="lines", line={"width": 1.6, "color": colour},
             name=s.signal.label, customdata=relative_label(sx),
             hovertemplate=f"{html.escape(s.signal.label)}: %{{y:.4g}} {s.unit} (%{{customdata}})<extra></extra>",
@@ -255,6 +258,9 @@ def scan_bars(rows: Sequence[dict]) -> go.Figure:
     return fig
 
 
+WEEK_MS = 7 * 86_400_000
+
+
 def events_weekly_bar(rows: Sequence[tuple[str, str, int]]) -> go.Figure:
     """Events per week (Monday) stacked by kind, for the events view and the host page."""
     fig = go.Figure()
@@ -262,7 +268,11 @@ def events_weekly_bar(rows: Sequence[tuple[str, str, int]]) -> go.Figure:
     for kind in kinds:
         label, colour = EVENT_STYLE.get(kind, (kind, "#888"))
         pts = [(w, n) for w, k, n in rows if k == kind]
-        fig.add_trace(go.Bar(x=[w for w, _ in pts], y=[n for _, n in pts], name=label, marker_color=colour or None))
+        fig.add_trace(go.Bar(x=[w for w, _ in pts], y=[n for _, n in pts], name=label, marker_color=colour or None,
+                             width=[WEEK_MS * 0.85] * len(pts), offset=0,
+                             hovertemplate=f"{label}: %{{y}} in the week of %{{x|%Y-%m-%d}}<extra></extra>"))
+    # a date axis with week-wide bars: one week alone is drawn as that week, not as a sliver of a millisecond
+    fig.update_xaxes(type="date", tickformat="%Y-%m-%d")
     fig.update_layout(barmode="stack", height=220, margin={"l": 40, "r": 10, "t": 10, "b": 30},
                       template="plotly_white", legend={"orientation": "h", "y": -0.25})
     return fig

@@ -78,7 +78,7 @@ def _signals(cluster: str, host: str, q: ev.EventQuery) -> dict:
         found = host_signals.host_signals(cluster, host, q.start, q.end)
     except Exception as exc:  # the rest of the page still renders
         return {"signals_error": store_error_message(exc)}
-    figure = charts.overlay_figure(found.result, height_per_row=150) if found.result is not None else None
+    figure = charts.overlay_figure(found.result, height_per_row=150, webgl=False) if found.result is not None else None
     return {"signals": found, "signals_figure": figure}
 
 

@@ -2,7 +2,7 @@
 which of them to chart, and how whole each one is (samples, usual step, gaps).
 
 ``host_signals(cluster, host, start, end)`` picks the range (the last ``DEFAULT_DAYS`` up to
-the host's newest sample when none is given; a range longer than the overlay's
+the host's newest sample, from its first sample at the earliest, when none is given; a range longer than the overlay's
 ``MAX_WINDOW_S`` is cut to its last part, and says so), lists what the host stored there,
 chooses the main signals and charts them with the case overlay (``telemetry.queries.overlay``:
 same queries, same downsampling, bands off), t0 being the range's end. The chart is drawn by
@@ -59,17 +59,21 @@ def _utc(ts: datetime) -> datetime:
 
 def _range(cluster: str, host: str, start: datetime | None, end: datetime | None) -> tuple:
     note = ""
-    if end is None:
-        (newest,), = store.query_rows(
-            "SELECT max(ts) FROM samples WHERE cluster = {c:String} AND host = {h:String}"
-            + (" AND ts >= {s:DateTime64(3)}" if start is not None else ""),
-            {"c": cluster, "h": host, "s": start}, tag="host.signals.newest", timeout_s=QUERY_TIMEOUT_S)
+    oldest = None
+    if end is None or start is None:
+        cond = "".join(f" AND ts {op} {{{k}:DateTime64(3)}}" for op, k, v in ((">=", "s", start), ("<", "e", end))
+                       if v is not None)
+        (oldest, newest), = store.query_rows(
+            "SELECT min(ts), max(ts) FROM samples WHERE cluster = {c:String} AND host = {h:String}" + cond,
+            {"c": cluster, "h": host, "s": start, "e": end}, tag="host.signals.span", timeout_s=QUERY_TIMEOUT_S)
         if newest is None or _utc(newest).year < 1971:
-            return None, None, "no samples stored for this host"
-        end = _utc(newest) + timedelta(seconds=1)
+            return None, None, "no samples stored for this host in this range"
+        oldest = _utc(oldest)
+        if end is None:
+            end = _utc(newest) + timedelta(seconds=1)
     end = _utc(end)
-    if start is None:
-        start = end - timedelta(days=DEFAULT_DAYS)
+    if start is None:  # the last days up to the end, not before the host's first sample
+        start = max(end - timedelta(days=DEFAULT_DAYS), oldest)
     start = _utc(start)
     longest = timedelta(seconds=overlay.MAX_WINDOW_S)
     if end - start > longest:

@@ -345,3 +345,26 @@ def test_an_admin_maps_an_unknown_metric_on_the_catalog_page_and_charts_it(page,
     finally:
         store.command("TRUNCATE TABLE IF EXISTS metric_catalog")
         catalog_store.refresh(force=True)
+
+
+def test_a_host_found_by_search_shows_its_signals_chart_first(page, live_server, fleet, investigator):
+    """Search -> host page: the host's main signals are drawn first (before inventory and events),
+    with samples and gaps per series; the events view links to the same panel."""
+    base = live_server.url
+    log_in(page, base, "alice", "/search/?q=n01")
+    page.click(f"a[href='/hosts/n01/?cluster={CLUSTER}']")
+    page.wait_for_url(re.compile(r"/hosts/n01/\?cluster="))
+    page.wait_for_selector("#signals .plotly-figure .main-svg", timeout=60000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    facts = page.locator("#signals table.signal-facts tbody tr")
+    assert facts.count() >= 4 and "gpu.temp" in page.inner_text("#signals table.signal-facts")
+    # one line per series drawn (SVG lines; the XID marker is one more trace)
+    assert page.locator("#signals .scatterlayer .trace .js-line").count() == facts.count()
+    page.screenshot(path=str(ARTIFACTS / "host-signals.png"), full_page=True)
+    chart_y = page.locator("#signals figure").bounding_box()["y"]
+    assert chart_y < page.locator(".host-facts").bounding_box()["y"]  # the plot comes first
+    assert not page.js_errors, page.js_errors
+    page.goto(base + "/events/?host=n01")
+    page.locator("a", has_text="signals").first.click()
+    page.wait_for_selector("#signals .plotly-figure .main-svg", timeout=60000)
+    assert "from=" in page.url and page.locator("#signals table.signal-facts tbody tr").count() >= 4

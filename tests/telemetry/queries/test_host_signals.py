@@ -34,6 +34,9 @@ def test_without_a_range_the_last_days_up_to_the_newest_sample_and_long_ranges_a
     write_samples("c1", "n1", "gpu0", "gpu.temp", every(BASE, 3600, 48), np.arange(48.0))
     got = host_signals.host_signals("c1", "n1")
     assert got.end == BASE + timedelta(hours=47, seconds=1)
+    assert got.start == BASE  # not before its first sample
+    write_samples("c1", "n1", "gpu0", "gpu.temp", every(BASE - timedelta(days=30), 3600, 2), [1.0, 2.0])
+    got = host_signals.host_signals("c1", "n1")
     assert got.end - got.start == timedelta(days=host_signals.DEFAULT_DAYS)
     assert got.series[0].samples == 48
     long = host_signals.host_signals("c1", "n1", BASE - timedelta(days=400), BASE + timedelta(days=2))
