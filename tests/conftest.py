@@ -41,9 +41,10 @@ def telemetry_store():
 @pytest.fixture
 def clean_store(telemetry_store):
     """An empty store for this test (and no memory of requests stored before it)."""
-    from telemetry.ingestion import group_commit
+    from telemetry.ingestion import group_commit, inventory
 
     group_commit.reset()
+    inventory.forget()  # what this process knows of the inventory rows just emptied
     for table in TELEMETRY_TABLES:
         telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
     yield telemetry_store

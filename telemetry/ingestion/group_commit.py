@@ -27,6 +27,9 @@ after they are stored:
 - A failed insert records nothing: the retried requests are inserted again (if a large
   insert failed after one of its slices landed, that slice's rows can be stored twice).
 
+The leader/follower loop itself is ``Batcher`` (also used for the inventory rows that new
+label sets note, ``telemetry.ingestion.inventory``: one read and one insert per group).
+
 One committer per process (``committer()``); with several web processes (production),
 each groups its own requests and, against a ClickHouse server, inserts them with
 ``async_insert=1, wait_for_async_insert=1`` so the server merges the groups of all
@@ -48,12 +51,73 @@ from telemetry import store, writer
 
 
 @dataclass
-class _Entry:
+class Entry:
     key: str
-    table: pa.Table
-    tag: str
+    table: object  # the payload: a pa.Table here, inventory entries in ``telemetry.ingestion.inventory``
+    tag: str = ""
+    weight: int = 1
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    result: object = None
+
+
+class Batcher:
+    """Leader/follower batching without a thread of its own.
+
+    ``submit(entry)`` queues the entry and returns once a ``flush`` holding it returned (its
+    ``result``), or raises what that flush raised. The first caller that finds no flush running
+    becomes the leader: it takes everything queued (up to ``max_weight``) and flushes it in one
+    go; callers arriving meanwhile queue up behind it and the next leader flushes them together.
+    """
+
+    def __init__(self, flush: Callable[[list[Entry]], None], *, max_weight: int,
+                 lock: threading.Lock | None = None) -> None:
+        self._flush = flush
+        self.max_weight = max_weight
+        self.lock = lock or threading.Lock()  # the queue (callers may hold it to queue atomically)
+        self._commit_lock = threading.Lock()  # one leader (one flush) at a time
+        self.queue: list[Entry] = []
+
+    def submit(self, entry: Entry) -> object:
+        with self.lock:
+            self.queue.append(entry)
+        return self.wait(entry)
+
+    def wait(self, entry: Entry) -> object:
+        while not entry.done.is_set():
+            with self._commit_lock:
+                if entry.done.is_set():
+                    break
+                self._flush_once()
+        if entry.error is not None:
+            raise entry.error
+        return entry.result
+
+    def _take(self) -> list[Entry]:
+        with self.lock:
+            batch, weight = [], 0
+            while self.queue and (not batch or weight + self.queue[0].weight <= self.max_weight):
+                e = self.queue.pop(0)
+                batch.append(e)
+                weight += e.weight
+            return batch
+
+    def _flush_once(self) -> None:
+        batch = self._take()
+        if not batch:
+            return
+        try:
+            self._flush(batch)
+        except BaseException as exc:  # every entry of the batch fails: none is acknowledged
+            for e in batch:
+                e.error = exc
+        finally:
+            for e in batch:
+                e.done.set()
+
+    def queued_weight(self) -> int:
+        with self.lock:
+            return sum(e.weight for e in self.queue)
 
 
 @dataclass
@@ -86,16 +150,18 @@ class GroupCommit:
     def __init__(self, table_name: str = "samples", *, max_rows: int = 400_000, record_window_s: float = 3600,
                  record_max: int = 200_000, write: WriteFn | None = None) -> None:
         self.table_name = table_name
-        self.max_rows = max_rows
         self.record_window_s = record_window_s
         self.record_max = record_max
         self._write = write or _default_write
         self._lock = threading.Lock()  # queue, records, in-flight map
-        self._commit_lock = threading.Lock()  # one leader (one insert) at a time
-        self._queue: list[_Entry] = []
-        self._inflight: dict[str, _Entry] = {}  # key -> the attempt storing it (queued or inserting)
+        self._batcher = Batcher(self._commit, max_weight=max_rows, lock=self._lock)
+        self._inflight: dict[str, Entry] = {}  # key -> the attempt storing it (queued or inserting)
         self._stored: OrderedDict[str, float] = OrderedDict()  # key -> monotonic time stored
         self.stats = CommitStats()
+
+    @property
+    def max_rows(self) -> int:
+        return self._batcher.max_weight
 
     def submit(self, table: pa.Table, *, key: str | None = None, tag: str = "ingest") -> bool:
         """Store ``table`` (already conformed) as part of a group; return once it is stored.
@@ -114,32 +180,15 @@ class GroupCommit:
             entry = self._inflight.get(key)
             joined = entry is not None
             if not joined:
-                entry = self._inflight[key] = _Entry(key, table, tag)
-                self._queue.append(entry)
+                entry = self._inflight[key] = Entry(key, table, tag, weight=table.num_rows)
+                self._batcher.queue.append(entry)
             else:
                 self.stats.duplicates += 1
-        while not entry.done.is_set():
-            with self._commit_lock:
-                if entry.done.is_set():
-                    break
-                self._commit_once()
-        if entry.error is not None:
-            raise entry.error
+        self._batcher.wait(entry)
         return True
 
-    def _take(self) -> list[_Entry]:
-        with self._lock:
-            batch, rows = [], 0
-            while self._queue and (not batch or rows + self._queue[0].table.num_rows <= self.max_rows):
-                e = self._queue.pop(0)
-                batch.append(e)
-                rows += e.table.num_rows
-            return batch
-
-    def _commit_once(self) -> None:
-        batch = self._take()
-        if not batch:
-            return
+    def _commit(self, batch: list[Entry]) -> None:
+        """The leader's insert of one group (``Batcher`` flush)."""
         try:
             if len(batch) == 1:
                 table, token = batch[0].table, batch[0].key
@@ -150,13 +199,11 @@ class GroupCommit:
                     digest.update(e.key.encode())
                 token = "group:" + digest.hexdigest()
             self._write(self.table_name, table, token, batch[0].tag if len(batch) == 1 else "ingest:group")
-        except BaseException as exc:  # every request of the group fails: none is acknowledged
+        except BaseException:  # nothing recorded: the retried requests are inserted again
             with self._lock:
                 for e in batch:
-                    e.error = exc
                     self._inflight.pop(e.key, None)
-                    e.done.set()
-            return
+            raise
         now = time.monotonic()
         with self._lock:
             self.stats.commits += 1
@@ -166,7 +213,6 @@ class GroupCommit:
                 self._stored[e.key] = now
                 self._inflight.pop(e.key, None)
                 e.table = None  # the rows are stored: drop the reference
-                e.done.set()
             while len(self._stored) > self.record_max:
                 self._stored.popitem(last=False)
 
@@ -180,8 +226,7 @@ class GroupCommit:
             stored.popitem(last=False)
 
     def queued_rows(self) -> int:
-        with self._lock:
-            return sum(e.table.num_rows for e in self._queue)
+        return self._batcher.queued_weight()
 
 
 _committers: dict[str, GroupCommit] = {}

@@ -24,6 +24,9 @@ node_nvme_info                    disk ``device``: model, serial, firmware ``fir
 The GPU is the series' component up to its first ``/`` (``gpu3/nvlink2`` -> ``gpu3``). Only the
 fields a series carries are set: rows are merged into the newest inventory row (a rack from a
 bulk inventory stays), and written only when something changed, stamped with the receive time.
+Concurrent requests share one read and one insert per table (``group_commit.Batcher``), and rows
+this process already knows to hold the fields cost no store call: a fleet's warm-up (every label
+set new) pays no per-request inventory round trips.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from typing import Iterator, Mapping, NamedTuple
 import pyarrow as pa
 
 from telemetry import schema, store, writer
+from telemetry.ingestion import group_commit
 from telemetry.ingestion.kernel_log import normalize_pci_bus_id
 
 _GPU_FIELDS = (  # (components column, labels in order of preference)
@@ -125,37 +129,97 @@ def note(entries: list[Entry]) -> None:
 
 _KEYS = {"hosts": ("cluster", "host"), "components": ("cluster", "host", "component")}
 
+# What this process last read or wrote per inventory row ((table, key) -> text columns), so a
+# label set noting what is already there costs no store round trip. At most _KNOWN_MAX rows
+# (a 4,000-node fleet has ~40,000: 8 GPUs, NICs and disks per node), ~300 bytes each; starts
+# over past that. Cleared with the label-set caches (``normalize.forget_label_sets``).
+_KNOWN_MAX = 200_000
+_known: dict[tuple, dict[str, str]] = {}
+_known_lock = threading.Lock()
+
+
+def forget() -> None:
+    with _known_lock:
+        _known.clear()
+
+
+def _wanted(entries) -> dict[str, dict[tuple, dict[str, str]]]:
+    """table -> row key -> the fields ``entries`` set there (later entries win)."""
+    out: dict[str, dict[tuple, dict[str, str]]] = {}
+    for e in entries:
+        key = (e.cluster, e.host) if e.table == "hosts" else (e.cluster, e.host, e.component)
+        out.setdefault(e.table, {}).setdefault(key, {}).update(e.fields)
+    return out
+
 
 def write(entries: list[Entry] | tuple[Entry, ...], *, now_ms: int | None = None) -> dict[str, int]:
-    """Merge ``entries`` into the newest inventory rows and write those that changed; rows per table."""
+    """Merge ``entries`` into the newest inventory rows and write those that changed; rows per table.
+
+    Rows this process knows to hold the fields already cost nothing; the rest is written together
+    with what concurrent requests noted meanwhile (one read and one insert per table for all of
+    them, ``group_commit.Batcher``), and this returns once that write returned."""
     if not entries:
         return {}
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    written: dict[str, int] = {}
+    wanted = _wanted(entries)
+    with _known_lock:
+        for table, rows in wanted.items():
+            for key in [k for k, fields in rows.items() if _holds(_known.get((table, k)), fields)]:
+                del rows[key]
+    wanted = {t: rows for t, rows in wanted.items() if rows}
+    if not wanted:
+        return {}
+    return _batcher.submit(group_commit.Entry("", (wanted, now_ms), weight=sum(len(r) for r in wanted.values())))
+
+
+def _holds(known: dict[str, str] | None, fields: dict[str, str]) -> bool:
+    return known is not None and all(known.get(c) == v for c, v in fields.items())
+
+
+def _flush(batch) -> None:
+    """One write for every request queued (``Batcher`` flush): each gets its own rows written."""
+    merged: dict[str, dict[tuple, dict[str, str]]] = {}
+    stamps = [now for _, now in (e.table for e in batch) if now is not None]
+    for e in batch:
+        for table, rows in e.table[0].items():
+            for key, fields in rows.items():
+                merged.setdefault(table, {}).setdefault(key, {}).update(fields)
+    written = _write_rows(merged, max(stamps) if stamps else int(time.time() * 1000))
+    for e in batch:
+        counts = {t: sum(1 for k in rows if k in written.get(t, ())) for t, rows in e.table[0].items()}
+        e.result = {t: n for t, n in counts.items() if n}
+
+
+_batcher = group_commit.Batcher(_flush, max_weight=50_000)  # rows per write
+
+
+def _write_rows(wanted: dict[str, dict[tuple, dict[str, str]]], now_ms: int) -> dict[str, set]:
+    """Read the current rows of ``wanted``'s keys (one query per table), write those that change;
+    the keys written per table."""
+    written: dict[str, set] = {}
     for table in ("hosts", "components"):
-        wanted: dict[tuple, dict[str, str]] = {}
-        for e in entries:
-            if e.table == table:
-                key = (e.cluster, e.host) if table == "hosts" else (e.cluster, e.host, e.component)
-                wanted.setdefault(key, {}).update(dict(e.fields))
-        if not wanted:
+        rows_wanted = wanted.get(table)
+        if not rows_wanted:
             continue
         sch = schema.TABLES[table]
         text_cols = [f.name for f in sch if f.name not in _KEYS[table] and f.name != "updated"]
-        current = _current(table, sorted({k[0] for k in wanted}), sorted({k[1] for k in wanted}), text_cols)
-        rows = []
-        for key, fields in wanted.items():
+        current = _current(table, sorted({k[0] for k in rows_wanted}), sorted({k[1] for k in rows_wanted}), text_cols)
+        rows, states = [], {}
+        for key, fields in rows_wanted.items():
             old = current.get(key, {c: "" for c in text_cols})
             new = {**old, **fields}
+            states[(table, key)] = new
             if new != old or key not in current:
                 rows.append(dict(zip(_KEYS[table], key)) | new)
-        if not rows:
-            continue
-        cols = {name: [r[name] for r in rows] for name in _KEYS[table] + tuple(text_cols)}
-        cols["updated"] = pa.array([now_ms] * len(rows), pa.int64()).cast(schema.TS)
-        out = writer.conform(table, pa.table(cols))
-        writer.write(table, out, tag="ingest:inventory")
-        written[table] = len(rows)
+        if rows:
+            cols = {name: [r[name] for r in rows] for name in _KEYS[table] + tuple(text_cols)}
+            cols["updated"] = pa.array([now_ms] * len(rows), pa.int64()).cast(schema.TS)
+            out = writer.conform(table, pa.table(cols))
+            writer.write(table, out, tag="ingest:inventory")
+            written[table] = {tuple(r[c] for c in _KEYS[table]) for r in rows}
+        with _known_lock:
+            if len(_known) + len(states) > _KNOWN_MAX:
+                _known.clear()
+            _known.update(states)
     return written
 
 

@@ -52,7 +52,7 @@ import os
 import sys
 import threading
 from itertools import chain
-from typing import Iterable, Mapping, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -81,6 +81,7 @@ class NormalizeResult(NamedTuple):
     unknown_metrics: set[str]
     inventory: tuple = ()  # telemetry.ingestion.inventory entries of label sets first seen here
     labels_not_stored: Mapping[str, int] = {}  # label -> series of this batch carrying it (never mutated)
+    label_sets: Callable[[], list[tuple]] | None = None  # text: (name, labels) of the batch's series
 
 
 class _Series(NamedTuple):
@@ -113,7 +114,8 @@ def prom_samples_to_table(
             vals.append(s.value)
         idx_a = np.array(idx, dtype=np.int64)
         return _build_coded(t, idx_a, np.array(ts, dtype=np.int64), np.array(vals, dtype=np.float64),
-                            host_for_default=t.default_host_for(idx_a, default_host))
+                            host_for_default=t.default_host_for(idx_a, default_host))._replace(
+                                label_sets=t.label_sets(idx_a))
 
 
 def prometheus_text_to_table(
@@ -142,7 +144,8 @@ def prometheus_text_to_table(
                 ts[list(rows)] = own
             idx = np.array(ids, dtype=np.int64)
             return _build_coded(t, idx, ts, np.array(values, dtype=np.float64),
-                                host_for_default=t.default_host_for(idx, default_host))
+                                host_for_default=t.default_host_for(idx, default_host))._replace(
+                                    label_sets=t.label_sets(idx))
     samples = prometheus_text.parse_exposition(text, default_ts_ms=default_ts_ms)
     return prom_samples_to_table(samples, cluster=cluster, default_host=default_host)
 
@@ -164,6 +167,7 @@ class _TextSeries:
         self.heads: dict[str, int] = {}  # exposition line text up to its last '}'
         self.names: dict[str, int] = {}  # bare metric name (lines without labels)
         self.by_labels: dict[tuple, int] = {}  # (name, sorted labels)
+        self.keys: list[tuple] = []  # series number -> (name, sorted labels)
         self.hostless: dict[int, tuple] = {}  # series without a host label -> (name, labels)
         self.hostless_inventory: dict[int, list] = {}  # such series' inventory entries (placeholder host)
         self.inventory_noted: set[tuple[str, int]] = set()  # (default host, series) already noted
@@ -232,8 +236,14 @@ class _TextSeries:
         self.extra[i] = _extra_code(self.extra_pool, res.extra)
         _intern_codes(self, i, res)
         self.by_labels[key] = i
+        self.keys.append(key)
         self.size += 1
         return i
+
+    def label_sets(self, idx: np.ndarray) -> Callable[[], list[tuple]]:
+        """(name, labels) of the series numbered in ``idx``, when asked (no second parse)."""
+        keys = self.keys
+        return lambda: [keys[i] for i in np.unique(idx).tolist()]
 
     def pool_array(self, col: str) -> pa.Array:
         arr = self.pool_arrays[col]
@@ -660,6 +670,7 @@ def forget_label_sets() -> None:
     with _templates_lock:
         _templates.clear()
     _rw_cache.clear()
+    inventory.forget()
 
 
 def _intern_codes(cache, i: int, res) -> None:

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry import catalog, catalog_store, names, retention, schema, store, writer, xid
-from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, localtime, normalize, prometheus_text, sacct
+from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, localtime, normalize, sacct
 from telemetry.ingestion import labels as label_rules
 from telemetry.ingestion.errors import IngestError
 
@@ -304,10 +304,8 @@ def parse_prometheus_text(
         result = normalize.prometheus_text_to_table(
             text, cluster=cluster, default_host=default_host or None, default_ts_ms=ts,
         )
-    return _with_merges(
-        _readings(result._replace(inventory=tuple(found))),
-        lambda: ((s.name, s.labels) for s in prometheus_text.parse_exposition(text, default_ts_ms=ts)),
-        cluster, default_host or None)
+    return _with_merges(_readings(result._replace(inventory=tuple(found))), result.label_sets, cluster,
+                        default_host or None)
 
 
 def _readings(result: normalize.NormalizeResult) -> normalize.NormalizeResult:

@@ -115,3 +115,54 @@ def test_relayed_scrapes_without_host_labels_keep_each_hosts_own_nic(clean_store
     for host in ("inv-h1", "inv-h2"):
         assert components(host) == [("mlx5_0", "nic", "MT4129", "", "", "", "28.39.1002")]
     assert components("default-host") == []
+
+
+def test_concurrent_requests_share_one_inventory_read_and_write_and_known_rows_cost_no_store_call(
+        clean_store, monkeypatch):
+    """The warm-up of a fleet: every request notes new GPUs. Requests queued behind a running
+    inventory write are merged into one read and one insert per table; a GPU this process has
+    already stored costs no store call at all."""
+    import threading
+
+    reads: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+    real_current = inventory._current
+
+    def counted_current(table, clusters, hosts, cols):  # the real read, counted; the first one held
+        reads.append(table)
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return real_current(table, clusters, hosts, cols)
+
+    monkeypatch.setattr(inventory, "_current", counted_current)
+
+    def noted(host: str, name: str = "DCGM_FI_DEV_GPU_TEMP") -> list:
+        return [e for g, pci in ((0, "00000000:18:00.0"), (1, "00000000:2A:00.0"))
+                for e in inventory.from_labels(name, dcgm_labels(host, g, pci), "c1", host, f"gpu{g}")]
+
+    results: dict = {}
+
+    def run(host: str) -> None:
+        results[host] = inventory.write(noted(host))
+
+    first = threading.Thread(target=run, args=("inv-c0",))
+    first.start()
+    assert entered.wait(30)
+    others = [threading.Thread(target=run, args=(f"inv-c{k}",)) for k in range(1, 6)]
+    for t in others:
+        t.start()
+    deadline = time.monotonic() + 30
+    while inventory._batcher.queued_weight() < 5 * 3:  # 5 requests x (1 host row + 2 GPUs) queued
+        assert time.monotonic() < deadline, "the requests never queued"
+        time.sleep(0.01)
+    release.set()
+    for t in [first, *others]:
+        t.join(30)
+    assert reads == ["hosts", "components", "hosts", "components"]  # 2 writes for 6 requests, not 6
+    assert all(results[f"inv-c{k}"] == {"hosts": 1, "components": 2} for k in range(6))
+    for k in range(6):
+        assert [r[0] for r in components(f"inv-c{k}")] == ["gpu0", "gpu1"]
+    # Another DCGM field of the same GPUs (a new label set): known here, so no store call.
+    assert inventory.write(noted("inv-c3", "DCGM_FI_DEV_POWER_USAGE")) == {}
+    assert len(reads) == 4
