@@ -73,7 +73,8 @@ def add_arguments(parser) -> None:
                         help="node_exporter series per host scrape (text; + 200 DCGM = 500 samples)")
     parser.add_argument("--senders", type=int, default=16)
     parser.add_argument("--batch", type=int, default=2000, help="samples per remote-write request")
-    parser.add_argument("--seconds", type=float, default=60.0, help="timed remote-write phase")
+    parser.add_argument("--seconds", type=float, default=60.0,
+                        help="timed remote-write phase (0: skip it and the raw engine, text only)")
     parser.add_argument("--relays", type=int, default=16)
     parser.add_argument("--text-seconds", type=float, default=30.0, help="timed text phase (0: skip)")
     parser.add_argument("--threads", type=int, default=24, help="serve's web request threads")
@@ -464,109 +465,127 @@ def _raw_rows_per_s(tables: list[pa.Table], block: int, data_dir: Path, progress
 
 def run(options: dict, progress) -> dict:
     hosts = options["hosts"]
-    progress(f"generating the fleet: {hosts:,} hosts x ({GPUS} GPUs x {len(DCGM_FIELDS)} DCGM fields "
-             f"+ {options['node_series']} node_exporter series) …")
-    fleet = Fleet(hosts, options["node_series"], options["seed"])
-    shards = fleet.shards(options["senders"], options["seed"])
-    batch = options["batch"]
     t0 = (int(time.time() * 1000) // STEP_MS) * STEP_MS - 3_600_000
     tmp = Path(tempfile.mkdtemp(prefix="precursor-bench-fleet-"))
+    rw: dict = {}
     try:
-        # The rows of round 0, decoded here by the same decoder: what the raw engine inserts,
-        # and the label-set cache's size for this fleet, measured.
-        progress("decoding round 0 in this process (raw rows, cache size) …")
-        normalize._templates.pop(CLUSTER, None)
-        tables = []
-        for shard in shards:
-            for j in range(0, len(shard), batch):
-                tables.append(normalize.decode_to_table(fleet.body(shard[j : j + batch], t0, 0), cluster=CLUSTER).table)
-        cache = normalize._templates[CLUSTER]
-        cache_bytes, cache_series = cache.nbytes(), cache.size
-        normalize._templates.pop(CLUSTER, None)
-        round_rows = sum(t.num_rows for t in tables)
-        progress(f"{len(fleet):,} series, {round_rows:,} rows per round; label-set cache "
-                 f"{cache_bytes / cache_series:.1f} bytes/series")
-
+        fleet = tables = None
+        if options["seconds"] > 0:
+            fleet, tables, rw = _fleet(options, t0, progress)
         progress("text bodies …")
         text_bodies = _text_bodies(hosts, options["text_node_series"]) if options["text_seconds"] > 0 else []
         _text_samples[:] = [len(_node_series(options["text_node_series"])) + GPUS * len(DCGM_FIELDS)] * len(text_bodies)
 
         server = Server(tmp / "serve", options["threads"])
+        progress(f"serve (pid {server.proc.pid}) on port {server.port}")
         try:
-            progress(f"serve on port {server.port}; warm round (every label set new) …")
-            warm = Tally()
-            start = time.perf_counter()
-            next_round = _remote_write_phase(server, fleet, shards, batch, t0, range(0, 1), None, 0, warm)
-            warm_s = time.perf_counter() - start
-            progress(f"warm round: {warm.samples:,} samples in {warm_s:.1f} s; timed {options['seconds']:.0f} s …")
-            timed = Tally()
-            start = time.perf_counter()
-            _remote_write_phase(server, fleet, shards, batch, t0, None, options["seconds"], next_round, timed)
-            elapsed = time.perf_counter() - start
-            rss_after_rw = server.peak_rss_mb()
-            stored = server.stored(CLUSTER)
-            progress(f"remote-write: {timed.samples / elapsed:,.0f} samples/s, p95 "
-                     f"{_p(timed.latencies, 95):,.0f} ms, stored {stored:,} of {warm.samples + timed.samples:,} sent")
-            text = {}
-            if text_bodies:
-                progress("text: warm pass over the hosts …")
-                text_warm = Tally()
-                _text_phase(server, text_bodies, options["relays"], t0, None, 0, text_warm)
-                progress(f"text: timed {options['text_seconds']:.0f} s …")
-                text_tally = Tally()
-                start = time.perf_counter()
-                _text_phase(server, text_bodies, options["relays"], t0, options["text_seconds"], 1, text_tally)
-                text_elapsed = time.perf_counter() - start
-                text_stored = server.stored(TEXT_CLUSTER)
-                text = {
-                    "text_samples_per_s": round(text_tally.samples / text_elapsed),
-                    "text_p95_ms": _p(text_tally.latencies, 95),
-                    "text_samples_sent": text_warm.samples + text_tally.samples,
-                    "text_samples_stored": text_stored,
-                    "text_scrape_samples": _text_samples[0],
-                    "text_hosts": hosts,
-                    "text_relays": options["relays"],
-                }
+            if fleet is not None:
+                shards = fleet.shards(options["senders"], options["seed"])
+                rw.update(_remote_write_run(server, fleet, shards, options["batch"], t0, options, progress))
+            text = _text_run(server, text_bodies, t0, options, progress) if text_bodies else {}
             peak = server.peak_rss_mb()
         finally:
             server.stop()
-        progress("raw engine, same rows, 100,000-row blocks …")
-        raw_rate, raw_rows = _raw_rows_per_s(tables, options["raw_block"], tmp / "raw", progress)
+        if fleet is not None:
+            progress("raw engine, same rows, 100,000-row blocks …")
+            raw_rate, raw_rows = _raw_rows_per_s(tables, options["raw_block"], tmp / "raw", progress)
+            rw.update(raw_rows_per_s=round(raw_rate), ratio=round(rw["samples_per_s"] / raw_rate, 3),
+                      raw_rows=raw_rows, raw_block_rows=options["raw_block"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    rate = timed.samples / elapsed
-    sent = warm.samples + timed.samples
-    statuses = {}
-    for t in (warm, timed):
-        for s, n in t.status.items():
-            statuses[str(s)] = statuses.get(str(s), 0) + n
     return {
-        "fleet_series": len(fleet),
         "hosts": hosts,
-        "senders": options["senders"],
-        "samples_per_request": batch,
-        "samples_per_s": round(rate),
-        "raw_rows_per_s": round(raw_rate),
-        "ratio": round(rate / raw_rate, 3),
-        "p50_ms": _p(timed.latencies, 50),
-        "p95_ms": _p(timed.latencies, 95),
-        "p99_ms": _p(timed.latencies, 99),
-        "timed_s": round(elapsed, 1),
-        "warm_round_s": round(warm_s, 1),
-        "samples_sent": sent,
-        "samples_stored": stored,
-        "http_status_counts": statuses,
+        **rw,
         "peak_rss_mb": peak,
-        "peak_rss_mb_after_remote_write": rss_after_rw,
-        "label_cache_bytes_per_series": round(cache_bytes / cache_series, 1),
-        "label_cache_bytes_per_series_bound": normalize.BYTES_PER_SERIES,
-        "label_cache_mb_for_fleet": round(cache_bytes / 2**20, 1),
         **text,
-        "raw_rows": raw_rows,
-        "raw_block_rows": options["raw_block"],
         "cpus": os.cpu_count(),
         "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
         "targets": {"ratio": ">= 0.5", "samples_stored": "= samples_sent", "p95_ms": "<= 2000",
                     "text_samples_per_s": ">= 100000"},
     }
 
+
+def _fleet(options: dict, t0: int, progress) -> tuple[Fleet, list[pa.Table], dict]:
+    """The remote-write fleet, the rows of its round 0 decoded here by the same decoder (what
+    the raw engine inserts) and the label-set cache's size for this fleet, measured."""
+    progress(f"generating the fleet: {options['hosts']:,} hosts x ({GPUS} GPUs x {len(DCGM_FIELDS)} DCGM fields "
+             f"+ {options['node_series']} node_exporter series) …")
+    fleet = Fleet(options["hosts"], options["node_series"], options["seed"])
+    batch = options["batch"]
+    progress("decoding round 0 in this process (raw rows, cache size) …")
+    normalize._templates.pop(CLUSTER, None)
+    tables = []
+    for shard in fleet.shards(options["senders"], options["seed"]):
+        for j in range(0, len(shard), batch):
+            tables.append(normalize.decode_to_table(fleet.body(shard[j : j + batch], t0, 0), cluster=CLUSTER).table)
+    cache = normalize._templates[CLUSTER]
+    cache_bytes, cache_series = cache.nbytes(), cache.size
+    normalize._templates.pop(CLUSTER, None)
+    progress(f"{len(fleet):,} series, {sum(t.num_rows for t in tables):,} rows per round; label-set cache "
+             f"{cache_bytes / cache_series:.1f} bytes/series")
+    return fleet, tables, {
+        "fleet_series": len(fleet),
+        "label_cache_bytes_per_series": round(cache_bytes / cache_series, 1),
+        "label_cache_bytes_per_series_bound": normalize.BYTES_PER_SERIES,
+        "label_cache_mb_for_fleet": round(cache_bytes / 2**20, 1),
+    }
+
+
+def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], batch: int, t0: int, options: dict,
+                      progress) -> dict:
+    progress("remote-write: warm round (every label set new) …")
+    warm = Tally()
+    start = time.perf_counter()
+    next_round = _remote_write_phase(server, fleet, shards, batch, t0, range(0, 1), None, 0, warm)
+    warm_s = time.perf_counter() - start
+    progress(f"warm round: {warm.samples:,} samples in {warm_s:.1f} s; timed {options['seconds']:.0f} s …")
+    timed = Tally()
+    start = time.perf_counter()
+    _remote_write_phase(server, fleet, shards, batch, t0, None, options["seconds"], next_round, timed)
+    elapsed = time.perf_counter() - start
+    stored = server.stored(CLUSTER)
+    progress(f"remote-write: {timed.samples / elapsed:,.0f} samples/s, p95 "
+             f"{_p(timed.latencies, 95):,.0f} ms, stored {stored:,} of {warm.samples + timed.samples:,} sent")
+    statuses: dict[str, int] = {}
+    for t in (warm, timed):
+        for s, n in t.status.items():
+            statuses[str(s)] = statuses.get(str(s), 0) + n
+    return {
+        "senders": options["senders"],
+        "samples_per_request": batch,
+        "samples_per_s": round(timed.samples / elapsed),
+        "p50_ms": _p(timed.latencies, 50),
+        "p95_ms": _p(timed.latencies, 95),
+        "p99_ms": _p(timed.latencies, 99),
+        "timed_s": round(elapsed, 1),
+        "warm_round_s": round(warm_s, 1),
+        "samples_sent": warm.samples + timed.samples,
+        "samples_stored": stored,
+        "http_status_counts": statuses,
+        "peak_rss_mb_after_remote_write": server.peak_rss_mb(),
+    }
+
+
+def _text_run(server: Server, text_bodies: list[bytes], t0: int, options: dict, progress) -> dict:
+    progress(f"text: warm pass over the {len(text_bodies):,} hosts …")
+    text_warm = Tally()
+    start = time.perf_counter()
+    _text_phase(server, text_bodies, options["relays"], t0, None, 0, text_warm)
+    warm_s = time.perf_counter() - start
+    progress(f"text: warm pass {text_warm.samples:,} samples in {warm_s:.1f} s; timed {options['text_seconds']:.0f} s …")
+    text_tally = Tally()
+    start = time.perf_counter()
+    _text_phase(server, text_bodies, options["relays"], t0, options["text_seconds"], 1, text_tally)
+    text_elapsed = time.perf_counter() - start
+    text_stored = server.stored(TEXT_CLUSTER)
+    progress(f"text: {text_tally.samples / text_elapsed:,.0f} samples/s, p95 {_p(text_tally.latencies, 95):,.0f} ms")
+    return {
+        "text_samples_per_s": round(text_tally.samples / text_elapsed),
+        "text_p95_ms": _p(text_tally.latencies, 95),
+        "text_warm_pass_s": round(warm_s, 1),
+        "text_samples_sent": text_warm.samples + text_tally.samples,
+        "text_samples_stored": text_stored,
+        "text_scrape_samples": _text_samples[0],
+        "text_hosts": len(text_bodies),
+        "text_relays": options["relays"],
+    }
