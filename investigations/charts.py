@@ -400,3 +400,34 @@ def together_bars(rows: Sequence[dict]) -> go.Figure:
                       bargap=0.25)
     fig.update_yaxes(range=[0, 115], ticksuffix=" %")
     return fig
+
+
+CONTROL_REASONS = (  # controls_excluded key -> what a person reads
+    ("outside_history", "outside the data's history"), ("interrupted", "an interruption touched its hosts"),
+    ("idle", "its hosts ran no job"), ("too_few_peers", "too few healthy peers at that time"),
+    ("beyond_k", "usable, beyond the k drawn"),
+)
+
+
+def control_windows(result: dict) -> go.Figure:
+    """Where a fleet test's controls came from: the windows used (the same hosts at other times,
+    healthy peers at the same time), those left out for lack of the metric's data, and the
+    candidates left out by reason — one bar each, with its count."""
+    used = result.get("controls") or {}
+    excluded = result.get("controls_excluded") or {}
+    labels = dict(CONTROL_REASONS)
+    rows = [("used: same hosts, other times", used.get("same_hosts", 0), "#2e7d32"),
+            ("used: healthy peers, same time", used.get("peers", 0), "#2e7d32"),
+            ("left out: no data for the metric", (result.get("no_data") or {}).get("controls", 0), "#a66300")]
+    rows += [(f"left out: {labels.get(k, k.replace('_', ' '))}", v, "#9aa3b5") for k, v in excluded.items()]
+    rows = rows[::-1]
+    fig = go.Figure(go.Bar(
+        x=[n for _, n, _ in rows], y=[label for label, _, _ in rows], orientation="h",
+        marker_color=[c for _, _, c in rows], text=[f"{n:,}" for _, n, _ in rows], textposition="outside",
+        hovertemplate="%{y}: %{x:,} windows<extra></extra>",
+    ))
+    top = max([n for _, n, _ in rows] + [1])
+    fig.update_layout(height=40 + 22 * len(rows), margin={"l": 230, "r": 40, "t": 5, "b": 30},
+                      template="plotly_white", showlegend=False, bargap=0.25)
+    fig.update_xaxes(title_text="candidate control windows", range=[0, top * 1.2])
+    return fig

@@ -100,6 +100,12 @@ def _fleet_test_view(job: BackgroundJob) -> dict:
         e["lead"] = fmt_offset(-e["lead_s"]) if e.get("lead_s") is not None else ""
     h = job.hypothesis
     figures = [("firing before the outcome vs in control windows", charts.firing_rates(r).to_json())]
+    controls = None
+    if r.get("controls_excluded") is not None:
+        used = sum((r.get("controls") or {}).values())
+        left = sum(r["controls_excluded"].values()) + (r.get("no_data") or {}).get("controls", 0)
+        controls = {"figure": charts.control_windows(r).to_json(), "used": used, "left": left,
+                    "reasons": [(label, r["controls_excluded"].get(key, 0)) for key, label in charts.CONTROL_REASONS]}
     if r.get("lead_times_s"):
         figures.append(("lead time: first firing before t0", charts.lead_time_histogram(r["lead_times_s"]).to_json()))
     pair = None
@@ -108,7 +114,7 @@ def _fleet_test_view(job: BackgroundJob) -> dict:
         within = int((r.get("combination") or {}).get("within_s") or 0)
         pair = {"figure": charts.together_bars(r["side_by_side"]).to_json(), "within": fmt_lag(within).lstrip("+"),
                 "windows": sum(t.get(k, 0) for k in "abcd")}
-    return {"r": r, "h": h, "examples": examples, "figures": figures, "together": pair,
+    return {"r": r, "h": h, "examples": examples, "figures": figures, "together": pair, "controls": controls,
             "lead_median": fmt_offset(-r["lead_median_s"]) if r.get("lead_median_s") is not None else None}
 
 

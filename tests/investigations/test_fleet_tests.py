@@ -48,10 +48,20 @@ def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(known
     html = c.get(f"/jobs/{job.pk}/").content.decode()
     assert f"Fleet test of <a href=\"/hypotheses/{h.pk}/\">H{h.pk}</a>" in html
     assert re.search(r'<td class="num">6</td><td class="num">0</td>', html)  # the 2x2 table's first row
-    assert html.count("data-plotly-figure") == 2 and "/static/vendor/plotly-" in html
+    assert html.count("data-plotly-figure") == 3 and "/static/vendor/plotly-" in html
     assert html.count("fired t−3h") == 6  # every example, with its lead time
     figs = [json.loads(part.split("</script>")[0]) for part in html.split('<script type="application/json">')[1:]]
     assert [t["name"] for t in figs[0]["data"]] == ["before the outcome", "control windows"]
+    # where the controls came from and why candidates were left out: the bars first, then the table
+    part = html.split('id="control-windows"')[1]
+    assert part.index("data-plotly-figure") < part.index("<table")
+    used = r["controls"]["same_hosts"] + r["controls"]["peers"]
+    left = sum(r["controls_excluded"].values()) + r["no_data"]["controls"]
+    assert f"{used} used, {left} candidates left out" in part and left > 0
+    bars = dict(zip(figs[2]["data"][0]["y"], figs[2]["data"][0]["x"]))
+    assert bars["used: same hosts, other times"] == r["controls"]["same_hosts"]
+    assert bars["left out: an interruption touched its hosts"] == r["controls_excluded"]["interrupted"]
+    assert f"<th>left out: usable, beyond the k drawn</th><td class=\"num\">{r['controls_excluded']['beyond_k']}</td>" in part
 
     # The board and the hypothesis page carry the latest test; the case timeline says it ran.
     board = c.get("/board/").content.decode()
