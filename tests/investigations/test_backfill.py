@@ -283,6 +283,11 @@ def test_csv_understands_the_host_and_device_labels_cli_and_http(clean_store, tm
         got = rows("SELECT host, component, value FROM samples WHERE cluster = {c:String} ORDER BY value",
                    c=cluster)
         assert sorted(got, key=lambda r: r[2]) == sorted(LABEL_ROWS, key=lambda r: r[2])
+    jsonl = (b'{"ts": "2019-03-01T00:00:00Z", "instance": "n3:9400", "gpu": 2, "metric": "gpu.temp", "value": 5}\n'
+             b'{"ts": "2019-03-01T00:00:00Z", "host": "n3", "interface": "eth0", "metric": "net.rx_bytes", "value": 6}\n')
+    assert post("bulk", jsonl, format="jsonl", cluster="lc-jsonl").status_code == 200
+    assert rows("SELECT host, component, value FROM samples WHERE cluster = 'lc-jsonl' ORDER BY value") == [
+        ("n3", "gpu2", 5.0), ("n3", "eth0", 6.0)]
     other = LABEL_CSV.replace(b"port,metric", b"pod,metric")
     response = post("bulk", other, format="csv", cluster="lc-http")
     assert response.status_code == 400 and response.json()["field"] == "pod"  # refused by name, never dropped

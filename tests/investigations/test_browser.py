@@ -328,6 +328,8 @@ def test_an_admin_maps_an_unknown_metric_on_the_catalog_page_and_charts_it(page,
             # result, listed among those not tested with the reason.
             scanned = page.inner_text("#scan-result")
             assert "gpu.mem_free_pct" in scanned and "mem_free_pct " not in scanned.replace("gpu.mem_free_pct", "")
+            # a row of the scan's table (as "not tested", with its reason), not only the list below it
+            assert page.locator("table.scan-rows tbody tr", has_text="gpu.mem_free_pct").count() == 1
 
             page.goto(base + "/exports/")
             page.fill("#export-form input[name=lead_h]", "1")
