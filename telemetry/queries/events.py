@@ -132,7 +132,9 @@ def weekly_counts(q: EventQuery, *, timeout_s: int = QUERY_TIMEOUT_S) -> list[tu
 
 def hosts_matching(text: str, *, limit: int = 20, timeout_s: int = QUERY_TIMEOUT_S) -> list[tuple[str, str]]:
     """(cluster, host) whose name contains ``text`` (case-insensitive), from the inventory,
-    the events and the allocations: what search offers as host pages."""
+    the events, the allocations and the minute rollup of the samples (a host known only from a
+    backfill of its telemetry): what search offers as host pages. The name test runs on each
+    column's dictionary of distinct hosts (LowCardinality), not per row."""
     text = text.strip()
     if not text or len(text) > 200:
         return []
@@ -140,6 +142,7 @@ def hosts_matching(text: str, *, limit: int = 20, timeout_s: int = QUERY_TIMEOUT
            "  SELECT cluster, host FROM hosts FINAL WHERE positionCaseInsensitiveUTF8(host, {q:String}) > 0"
            "  UNION DISTINCT SELECT DISTINCT cluster, host FROM events WHERE positionCaseInsensitiveUTF8(host, {q:String}) > 0"
            "  UNION DISTINCT SELECT DISTINCT cluster, host FROM job_hosts WHERE positionCaseInsensitiveUTF8(host, {q:String}) > 0"
+           "  UNION DISTINCT SELECT DISTINCT cluster, host FROM samples_1m WHERE positionCaseInsensitiveUTF8(host, {q:String}) > 0"
            ") ORDER BY host = {q:String} DESC, length(host), host, cluster LIMIT {limit:UInt32}")
     return [(c, h) for c, h in store.query_rows(sql, {"q": text, "limit": int(limit)}, tag="events.hosts",
                                                  timeout_s=timeout_s)]

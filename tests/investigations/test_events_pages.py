@@ -90,3 +90,15 @@ def test_the_host_page_charts_its_main_signals_first_with_samples_and_gaps(alice
     assert "#signals" in events
     # without from/to: the last days up to its newest sample
     assert "the last days up to its newest sample" in alice_client.get("/hosts/gpu-a017/", {"cluster": "c1"}).content.decode()
+
+
+def test_a_host_known_only_from_its_samples_is_found_and_charted(alice_client, clean_store):
+    from tests.telemetry.queries import every, write_samples
+
+    import numpy as np
+
+    write_samples("c9", "bf-node-7", "gpu0", "gpu.temp", every(BASE, 60, 30), np.full(30, 50.0))
+    found = alice_client.get("/search/", {"q": "node-7"}).content.decode()
+    assert "/hosts/bf-node-7/?cluster=c9" in found
+    body = alice_client.get("/hosts/bf-node-7/", {"cluster": "c9"}).content.decode()
+    assert '<td class="num">30</td>' in body.split('<section id="signals">')[1].split("</section>")[0]
