@@ -8,6 +8,7 @@ with everywhere (error, line, field, reason).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 
@@ -38,48 +39,73 @@ class Refused(Exception):
         self.response = response
 
 
-class RateLimiter:
-    """Fixed one-minute windows per token: in Redis when configured (shared by all
-    web processes), else in this process's memory."""
+# GCRA in Redis: one key per token holding its theoretical arrival time (TAT), read, checked and
+# moved in one atomic step, on the Redis server's clock (web processes on several machines agree).
+# Returns 0 when admitted, else the seconds until the request would be (as text: Lua numbers
+# come back as integers otherwise).
+_GCRA_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local interval, tau = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local wait = tat - now - tau
+if wait > 0 then return tostring(wait) end
+redis.call('SET', KEYS[1], tostring(tat + interval), 'PX', math.ceil((tat + interval - now) * 1000) + 1000)
+return '0'
+"""
 
-    def __init__(self):
+
+class RateLimiter:
+    """``limit`` requests per minute per token as a token bucket (GCRA: one number per token, the
+    time its bucket is empty up to): one request every 60/limit s sustained, up to ``limit`` at
+    once after a quiet minute. A refused request is told exactly when the next one will be
+    admitted (not the rest of a fixed minute). In Redis when configured (shared by all web
+    processes, Redis' clock), else in this process's memory."""
+
+    def __init__(self, clock=time.monotonic):
         self._lock = threading.Lock()
-        self._counts: dict[tuple[int, int], int] = {}
+        self._tat: dict[int, float] = {}  # token id -> theoretical arrival time (clock seconds)
+        self._clock = clock
         self._redis = None
+        self._script = None
 
     def _redis_client(self):
         if self._redis is None and settings.REDIS_URL:
             import redis
 
             self._redis = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+            self._script = self._redis.register_script(_GCRA_LUA)
         return self._redis
 
-    def hit(self, token_id: int, limit: int) -> int:
-        """0 when allowed, else the seconds until the window resets."""
-        now = time.time()
-        window = int(now // 60)
-        retry_after = max(1, int(60 - now % 60))
-        client = self._redis_client()
-        if client is not None:
-            key = f"precursor:ingest-rate:{token_id}:{window}"
+    def hit(self, token_id: int, limit: int) -> float:
+        """0 when admitted (and counted), else the seconds until this token's next request is."""
+        interval = 60.0 / limit
+        tau = 60.0 - interval  # a full bucket admits `limit` requests at once
+        if self._redis_client() is not None:
             try:
-                pipe = client.pipeline()
-                pipe.incr(key)
-                pipe.expire(key, 120)
-                count = pipe.execute()[0]
-                return 0 if count <= limit else retry_after
-            except Exception:  # a Redis hiccup must not stop telemetry; fall back to this process's count
+                return float(self._script(keys=[f"precursor:ingest-rate:{token_id}"], args=[interval, tau]))
+            except Exception:  # a Redis hiccup must not stop telemetry; fall back to this process's bucket
                 log.warning("ingest rate limiter: Redis unavailable, counting in memory", exc_info=True)
         with self._lock:
-            if len(self._counts) > 10_000:
-                self._counts = {k: v for k, v in self._counts.items() if k[1] == window}
-            key2 = (token_id, window)
-            self._counts[key2] = self._counts.get(key2, 0) + 1
-            return 0 if self._counts[key2] <= limit else retry_after
+            now = self._clock()
+            tat = max(self._tat.get(token_id, now), now)
+            wait = tat - now - tau
+            if wait > 0:
+                return wait
+            if len(self._tat) > 10_000:  # forget tokens whose bucket is full again
+                self._tat = {k: v for k, v in self._tat.items() if v > now}
+            self._tat[token_id] = tat + interval
+            return 0.0
 
     def reset(self) -> None:
         with self._lock:
-            self._counts.clear()
+            self._tat.clear()
+
+
+def retry_after(wait_s: float) -> str:
+    """``Retry-After`` for a wait: whole seconds (HTTP has no fractions), rounded up, at least 1."""
+    return str(max(1, math.ceil(wait_s)))
 
 
 rate_limiter = RateLimiter()
@@ -88,10 +114,11 @@ rate_limiter = RateLimiter()
 def read_body(request: HttpRequest, *, allow_gzip: bool = False) -> bytes:
     """The request body within the size limit, after the rate check; Refused otherwise."""
     limit = settings.INGEST_MAX_BODY_BYTES
-    retry_after = rate_limiter.hit(request.ingest_token.pk, settings.INGEST_RATE_PER_MINUTE)
-    if retry_after:
+    wait = rate_limiter.hit(request.ingest_token.pk, settings.INGEST_RATE_PER_MINUTE)
+    if wait:
         raise Refused(error_response(429, f"rate limit of {settings.INGEST_RATE_PER_MINUTE} requests per minute "
-                                          "for this token exceeded", headers={"Retry-After": str(retry_after)}))
+                                          f"for this token exceeded: the next request is admitted in {wait:.2f} s",
+                                     headers={"Retry-After": retry_after(wait)}))
     declared = request.META.get("CONTENT_LENGTH") or "0"
     try:
         declared_n = int(declared)

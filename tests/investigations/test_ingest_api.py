@@ -162,8 +162,27 @@ def test_the_rate_limit_is_per_token_and_says_when_to_retry(client, clean_store,
     codes = [post(client, "prometheus", "", token).status_code for _ in range(4)]
     assert codes == [200, 200, 200, 429]
     limited = post(client, "prometheus", "", token)
-    assert limited.status_code == 429 and 1 <= int(limited["Retry-After"]) <= 60
+    # 3 a minute: one every 20 s once the burst of 3 is spent; the next is admitted ~20 s later
+    # (not at the end of the current minute)
+    assert limited.status_code == 429 and limited["Retry-After"] == "20"
     assert post(client, "prometheus", "", other).status_code == 200
+
+
+def test_retry_after_is_the_time_until_the_bucket_admits_the_next_request():
+    from investigations.ingest_limits import RateLimiter, retry_after
+
+    now = [1000.0]
+    limiter = RateLimiter(clock=lambda: now[0])
+    assert [limiter.hit(7, 3) for _ in range(3)] == [0, 0, 0]  # a full bucket: 3 at once
+    assert limiter.hit(7, 3) == pytest.approx(20.0)
+    now[0] += 19.5
+    assert limiter.hit(7, 3) == pytest.approx(0.5) and retry_after(0.5) == "1"
+    now[0] += 0.5
+    assert limiter.hit(7, 3) == 0  # admitted exactly when it said
+    assert limiter.hit(7, 3) == pytest.approx(20.0)
+    assert limiter.hit(8, 3) == 0  # per token
+    now[0] += 60  # a quiet minute fills the bucket again, no more
+    assert [limiter.hit(7, 3) for _ in range(4)] == [0, 0, 0, pytest.approx(20.0)]
 
 
 # --- remote write ------------------------------------------------------------------------
@@ -339,6 +358,16 @@ def test_the_rate_limit_counts_in_redis_when_configured(client, clean_store, tok
         keys = redis.Redis.from_url(url).keys("precursor:ingest-rate:*")
         assert codes == [200, 200, 429, 429]
         assert keys
+        # The bucket in Redis says when the next request is admitted: 120/min = one per 0.5 s.
+        settings.INGEST_RATE_PER_MINUTE = 120
+        redis.Redis.from_url(url).delete(*keys)
+        admitted, wait = 0, 0.0
+        while not wait and admitted < 1000:
+            wait = rate_limiter.hit(4242, 120)
+            admitted += not wait
+        assert admitted >= 120 and 0 < wait <= 0.5  # the burst of 120 (plus what refilled meanwhile)
+        time.sleep(wait)
+        assert rate_limiter.hit(4242, 120) == 0.0
     finally:
         redis.Redis.from_url(url).delete(*redis.Redis.from_url(url).keys("precursor:ingest-rate:*") or ["_"])
         rate_limiter._redis = limiter_client
