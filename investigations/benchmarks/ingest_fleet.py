@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry.ingestion import normalize
+from telemetry.ingestion.remote_write import varint
 
 CLUSTER = "bench-fleet-rw"
 TEXT_CLUSTER = "bench-fleet-text"
@@ -129,24 +130,15 @@ def _node_series(n: int) -> list[tuple[str, dict[str, str], float]]:
     return out[:n]
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _series_prefix(labels: dict[str, str]) -> bytes:
     """``TimeSeries`` tag, length and label fields (names sorted) for a one-sample series."""
     fields = []
     for name in sorted(labels):
         nb, vb = name.encode(), labels[name].encode()
-        lab = b"\x0a" + _varint(len(nb)) + nb + b"\x12" + _varint(len(vb)) + vb
-        fields.append(b"\x0a" + _varint(len(lab)) + lab)
+        lab = b"\x0a" + varint(len(nb)) + nb + b"\x12" + varint(len(vb)) + vb
+        fields.append(b"\x0a" + varint(len(lab)) + lab)
     body = b"".join(fields)
-    return b"\x0a" + _varint(len(body) + _SAMPLE_BYTES) + body
+    return b"\x0a" + varint(len(body) + _SAMPLE_BYTES) + body
 
 
 _SAMPLE_BYTES = 18  # Sample field: tag, length, 0x09 + double, 0x10 + a 6-byte varint timestamp

@@ -135,10 +135,11 @@ def decode_raw_write_request(raw: bytes) -> list[RWSeries]:
 
 def labels_key(raw_labels: list[bytes]) -> bytes:
     """The canonical wire encoding of a series' label fields (unambiguous, unlike a plain join)."""
-    return b"".join([b"\x0a" + _varint(len(x)) + x for x in raw_labels])
+    return b"".join([b"\x0a" + varint(len(x)) + x for x in raw_labels])
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
