@@ -9,7 +9,6 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from django.core.management import call_command
 
-from investigations.ingest_limits import rate_limiter
 from investigations.tokens import create_token
 from telemetry import migrate, retention, store
 
@@ -26,17 +25,8 @@ def run(*args) -> str:
     return out.getvalue()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_rate_window():
-    rate_limiter.reset()
-    yield
-    rate_limiter.reset()
-
-
 @pytest.fixture
-def post(client, db, investigator):
-    token = create_token("backfill-test", investigator)[1]
-
+def post(client, token):
     def send(path: str, body: bytes, **params):
         query = "&".join(f"{k}={v}" for k, v in params.items())
         return client.post(f"/api/ingest/{path}?{query}", data=body, content_type="text/plain",

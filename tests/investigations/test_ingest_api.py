@@ -38,18 +38,6 @@ def total_rows() -> int:
                for t in ("samples", "events", "jobs", "job_hosts"))
 
 
-@pytest.fixture(autouse=True)
-def _fresh_rate_window():
-    rate_limiter.reset()
-    yield
-    rate_limiter.reset()
-
-
-@pytest.fixture
-def token(db, investigator):
-    return create_token("prometheus-test", investigator)[1]
-
-
 def post(client, path, body, token, content_type="text/plain", **meta):
     meta.setdefault("HTTP_AUTHORIZATION", f"Bearer {token}")
     return client.post(f"/api/ingest/{path}", data=body, content_type=content_type, **meta)

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from investigations.ingest_limits import rate_limiter
-from investigations.tokens import create_token
 from telemetry import store
 from telemetry.ingestion import limits
 from telemetry.ingestion.remote_write import RWSeries, encode_write_request
@@ -30,18 +29,6 @@ def rows(table: str = "samples", where: str = "1") -> int:
 
 def all_rows() -> int:
     return sum(rows(t) for t in ("samples", "events", "jobs", "job_hosts"))
-
-
-@pytest.fixture(autouse=True)
-def _fresh_rate_window():
-    rate_limiter.reset()
-    yield
-    rate_limiter.reset()
-
-
-@pytest.fixture
-def token(db, investigator):
-    return create_token("hostile", investigator)[1]
 
 
 def post(client, path, body, token, content_type="text/plain", query="", **meta):
