@@ -309,7 +309,8 @@ def rw_series_to_table(series: Iterable[RWSeries], *, cluster: str) -> Normalize
     total = int(counts.sum())
     ts = np.fromiter(chain.from_iterable(s.timestamps for s in series), dtype=np.int64, count=total)
     vals = np.fromiter(chain.from_iterable(s.values for s in series), dtype=np.float64, count=total)
-    return _build(uniq, np.repeat(per_series, counts), ts, vals, unknown)
+    extra = label_rules.tally([uniq[j].extra for j in per_series.tolist()], [1] * len(series))
+    return _build(uniq, np.repeat(per_series, counts), ts, vals, unknown)._replace(labels_not_stored=extra)
 
 
 def decode_to_table(body: bytes, *, cluster: str) -> NormalizeResult:
@@ -525,7 +526,7 @@ def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarra
     """``_build`` for template ids: same rows, drops, unknown names and labels not stored
     (``host_for_default`` stands in for the ``DEFAULT_HOST`` placeholder of a text context;
     ``series``: the batch's template id per series when ``idx`` has one per sample)."""
-    not_stored = _not_stored_coded(t, idx if series is None else series)
+    not_stored = _not_stored_coded(t, idx) if series is None else _not_stored_coded(t, series, distinct=False)
     n = len(vals)
     keep = ~np.isnan(vals)
     row_dcgm = t.dcgm[idx]
@@ -562,15 +563,19 @@ def _build_coded(t: _Templates, idx: np.ndarray, ts: np.ndarray, vals: np.ndarra
     return NormalizeResult(table, dropped, unknown, labels_not_stored=not_stored)
 
 
-def _not_stored_coded(t, ids: np.ndarray) -> dict[str, int]:
-    """label -> distinct series among template ids ``ids`` that carry it."""
+def _not_stored_coded(t, ids: np.ndarray, *, distinct: bool = True) -> dict[str, int]:
+    """label -> series that carry it: the distinct template ids among ``ids`` (text: one id per
+    sample), or every entry of ``ids`` (remote-write: one per series of the request, counted as
+    the reference path counts them; no sort on the hot path)."""
     codes = t.extra[ids]
     if not codes.any():
         return {}
-    uniq = np.unique(ids[codes > 0])
-    found, counts = np.unique(t.extra[uniq], return_counts=True)
+    if distinct:
+        codes = t.extra[np.unique(ids[codes > 0])]
+    counts = np.bincount(codes)
+    found = np.flatnonzero(counts[1:]) + 1
     names = list(t.extra_pool)  # code -> label names (dicts keep insertion order)
-    return label_rules.tally([names[c] for c in found.tolist()], counts.tolist())
+    return label_rules.tally([names[c] for c in found.tolist()], counts[found].tolist())
 
 
 _OVERFLOW = ("(more distinct sets of label names than itemised)",)
