@@ -19,11 +19,14 @@ after they are stored:
   window is answered without storing again; a key still queued or being inserted waits for
   that attempt's outcome and stores nothing itself. Records are kept in this process for
   ``record_window_s`` (default 1 h; Prometheus retries within minutes), at most
-  ``record_max`` keys (~150 bytes each). A group of one carries the request's own
-  de-duplication token, so the store's block de-duplication still catches a retry that
-  reaches another process or comes after a restart; a retry of a request that was stored
-  inside a larger group *and* reaches another process (or the window has passed) is stored
-  again -- at-least-once, never lost.
+  ``record_max`` keys (~150 bytes each). With ``REDIS_URL`` set (several web processes) the
+  records are shared too (``telemetry.ingestion.idempotency``): a request is claimed there
+  before it is queued, marked stored before it is answered, released when its insert fails, so
+  a retry reaching another process, or this one after a restart, within the window is stored
+  once. Without Redis (the embedded default: one process) a group of one still carries the
+  request's own de-duplication token into the store; a retry of a request stored inside a
+  larger group that comes after a restart or the window is stored again -- at-least-once,
+  never lost.
 - A failed insert records nothing: the retried requests are inserted again (if a large
   insert failed after one of its slices landed, that slice's rows can be stored twice).
 
@@ -38,6 +41,7 @@ processes further and still answers only once they are written (``use_async_inse
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -48,6 +52,9 @@ from typing import Callable
 import pyarrow as pa
 
 from telemetry import store, writer
+from telemetry.ingestion import idempotency
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -148,10 +155,12 @@ def _default_write(table_name: str, table: pa.Table, token: str, tag: str) -> ob
 
 class GroupCommit:
     def __init__(self, table_name: str = "samples", *, max_rows: int = 400_000, record_window_s: float = 3600,
-                 record_max: int = 200_000, write: WriteFn | None = None) -> None:
+                 record_max: int = 200_000, write: WriteFn | None = None,
+                 shared: idempotency.RedisRecords | None = None) -> None:
         self.table_name = table_name
         self.record_window_s = record_window_s
         self.record_max = record_max
+        self.shared = shared  # the records all web processes share (Redis), or None
         self._write = write or _default_write
         self._lock = threading.Lock()  # queue, records, in-flight map
         self._batcher = Batcher(self._commit, max_weight=max_rows, lock=self._lock)
@@ -167,7 +176,8 @@ class GroupCommit:
         """Store ``table`` (already conformed) as part of a group; return once it is stored.
 
         True when this call's rows were stored by this call or the attempt it joined, False when
-        the same request had already been stored (a retry). Raises what the insert raised.
+        the same request had already been stored (a retry), here or in another process sharing
+        the records. Raises what the insert raised.
         """
         if table.num_rows == 0:
             return True
@@ -178,14 +188,40 @@ class GroupCommit:
                 self.stats.duplicates += 1
                 return False
             entry = self._inflight.get(key)
-            joined = entry is not None
-            if not joined:
-                entry = self._inflight[key] = Entry(key, table, tag, weight=table.num_rows)
-                self._batcher.queue.append(entry)
-            else:
+            if entry is not None:
                 self.stats.duplicates += 1
+        if entry is None and self.shared is not None and not self._claim(key):
+            with self._lock:  # stored by another process: remembered here too
+                self.stats.duplicates += 1
+                self._stored[key] = time.monotonic()
+            return False
+        if entry is None:
+            with self._lock:
+                entry = self._inflight.get(key)
+                if entry is None:
+                    entry = self._inflight[key] = Entry(key, table, tag, weight=table.num_rows)
+                    self._batcher.queue.append(entry)
+                else:
+                    self.stats.duplicates += 1
         self._batcher.wait(entry)
         return True
+
+    def _claim(self, key: str) -> bool:
+        """Whether this process is to store ``key`` (False: another process stored it). Waits
+        while another process is storing it; a claim held past its expiry (the process died, or
+        its insert hangs) answers 503 so the sender retries later."""
+        deadline = time.monotonic() + self.shared.pending_s + 5
+        while True:
+            try:
+                state = self.shared.claim(key)
+            except Exception:  # Redis down: this process's record only (at-least-once across processes)
+                log.warning("ingest idempotency records: Redis unavailable", exc_info=True)
+                return True
+            if state != idempotency.PENDING:
+                return state == idempotency.CLAIMED
+            if time.monotonic() > deadline:
+                raise store.StoreUnavailable("an identical request is still being stored by another web process")
+            time.sleep(0.05)
 
     def _commit(self, batch: list[Entry]) -> None:
         """The leader's insert of one group (``Batcher`` flush)."""
@@ -203,7 +239,10 @@ class GroupCommit:
             with self._lock:
                 for e in batch:
                     self._inflight.pop(e.key, None)
+            self._share("release", [e.key for e in batch])
             raise
+        # Shared before anyone is answered: a retry reaching another process now finds it stored.
+        self._share("stored", [e.key for e in batch])
         now = time.monotonic()
         with self._lock:
             self.stats.commits += 1
@@ -215,6 +254,14 @@ class GroupCommit:
                 e.table = None  # the rows are stored: drop the reference
             while len(self._stored) > self.record_max:
                 self._stored.popitem(last=False)
+
+    def _share(self, what: str, keys: list[str]) -> None:
+        if self.shared is None:
+            return
+        try:
+            getattr(self.shared, what)(keys)
+        except Exception:  # rows stored (or not) all the same; only other processes' view is late
+            log.warning("ingest idempotency records: Redis unavailable (%s)", what, exc_info=True)
 
     def _expire(self) -> None:
         cutoff = time.monotonic() - self.record_window_s
@@ -238,7 +285,7 @@ def committer(table_name: str = "samples") -> GroupCommit:
     with _committers_lock:
         c = _committers.get(table_name)
         if c is None:
-            c = _committers[table_name] = GroupCommit(table_name)
+            c = _committers[table_name] = GroupCommit(table_name, shared=idempotency.shared_records(3600))
         return c
 
 

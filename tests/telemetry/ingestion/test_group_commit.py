@@ -128,3 +128,104 @@ def test_async_insert_is_asked_of_a_server_and_never_of_the_embedded_engine(monk
     assert s["async_insert"] == 1 and s["wait_for_async_insert"] == 1  # a 2xx still means stored
     assert s["insert_deduplication_token"] == "samples:tok"
     assert "async_insert" not in writer.insert_settings("samples", "tok", "t")
+
+
+# --- records shared by several web processes (Redis) ---------------------------------------
+
+
+def shared_records(**kwargs):
+    """Idempotency records in the real Redis as one web process would have them (each call: a
+    process of its own), or skip without Redis."""
+    import socket
+
+    from telemetry.ingestion.idempotency import RedisRecords
+
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
+    except OSError:
+        pytest.skip("no Redis on 127.0.0.1:6379 (.ci/run starts one)")
+    return RedisRecords("redis://127.0.0.1:6379/0", **kwargs)
+
+
+def unique(n: int, host: str) -> pa.Table:
+    """Rows no earlier run stored (the records outlive a test run by their window)."""
+    import uuid
+
+    return samples(n, f"{host}-{uuid.uuid4().hex[:8]}")
+
+
+def stored_rows(*tables: pa.Table) -> int:
+    hosts = sorted({t.column("host")[0].as_py() for t in tables})
+    return store.query_rows("SELECT count() FROM samples WHERE host IN {h:Array(String)}", {"h": hosts},
+                            tag="test")[0][0]
+
+
+@pytest.mark.services
+def test_a_retry_that_reaches_a_second_web_process_is_stored_once(clean_store):
+    gate = Gate()
+    first_process = GroupCommit(write=gate, shared=shared_records())
+    results: dict = {}
+    head = submit_in_thread(first_process, unique(3, "h-head"), results, "head")
+    gate.entered.wait(30)
+    x, y = unique(7, "h-x"), unique(11, "h-y")
+    threads = [submit_in_thread(first_process, x, results, "x"), submit_in_thread(first_process, y, results, "y")]
+    wait_until(lambda: first_process.queued_rows() == 18, "x and y queued")
+    gate.release.set()
+    for t in [head, *threads]:
+        t.join(30)
+    assert gate.inserts == [3, 18]  # x inside a group: the store's per-insert token cannot catch a retry of x
+    second_process = GroupCommit(shared=shared_records())
+    assert second_process.submit(x) is False and stored_rows(x) == 7
+    # Without the shared records (the embedded default) that retry is stored again: what this guards
+    assert GroupCommit().submit(x) is True and stored_rows(x) == 14
+
+
+@pytest.mark.services
+def test_a_retry_arriving_while_another_process_inserts_waits_for_it_and_stores_nothing(clean_store):
+    gate = Gate()
+    first_process, second_process = GroupCommit(write=gate, shared=shared_records()), GroupCommit(
+        shared=shared_records())
+    x = unique(5, "h-x")
+    results: dict = {}
+    original = submit_in_thread(first_process, x, results, "original")
+    gate.entered.wait(30)
+    retry = submit_in_thread(second_process, x, results, "retry")
+    time.sleep(0.5)
+    assert "retry" not in results  # waiting on the other process's insert, not storing it again
+    gate.release.set()
+    original.join(30)
+    retry.join(30)
+    assert results == {"original": True, "retry": False}
+    assert stored_rows(x) == 5
+
+
+@pytest.mark.services
+def test_a_request_whose_insert_failed_or_whose_process_died_is_stored_by_the_retry(clean_store):
+    x, z = unique(4, "h-x"), unique(6, "h-z")
+    failing = GroupCommit(write=Gate(fail=True), shared=shared_records())
+    failing._write.entered.set()  # no hold: the first insert stores, the second fails
+    assert failing.submit(unique(1, "h-ok")) is True
+    with pytest.raises(ConnectionError):
+        failing.submit(x)
+    assert GroupCommit(shared=shared_records()).submit(x) is True and stored_rows(x) == 4
+    # A process that claimed z and died before inserting: its claim expires, then the retry stores z.
+    shared_records(pending_s=1).claim(writer.content_token(z))
+    start = time.monotonic()
+    assert GroupCommit(shared=shared_records()).submit(z) is True and stored_rows(z) == 6
+    assert time.monotonic() - start >= 0.5  # it did wait for the dead claim
+
+
+@pytest.mark.services
+def test_web_processes_share_the_records_when_redis_is_configured(settings):
+    from telemetry.ingestion import group_commit, idempotency
+
+    shared_records()  # skips without Redis
+    group_commit.reset()
+    try:
+        settings.REDIS_URL = ""
+        assert group_commit.committer().shared is None  # embedded default: this process's record
+        group_commit.reset()
+        settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+        assert isinstance(group_commit.committer().shared, idempotency.RedisRecords)
+    finally:
+        group_commit.reset()
