@@ -430,4 +430,36 @@ def control_windows(result: dict) -> go.Figure:
     fig.update_layout(height=40 + 22 * len(rows), margin={"l": 230, "r": 40, "t": 5, "b": 30},
                       template="plotly_white", showlegend=False, bargap=0.25)
     fig.update_xaxes(title_text="candidate control windows", range=[0, top * 1.2])
+    fig.update_yaxes(ticksuffix="   ")
+    return fig
+
+
+def part_contrasts(result: dict) -> go.Figure:
+    """A fleet test's component contrasts: how often the rule fired on the failing part in its lead
+    window, on the sibling parts of the same job in the same window, in the failing part's own
+    earlier windows, and in the healthy control windows — Jeffreys 95 % intervals and counts."""
+    c = result.get("component_contrasts") or {}
+    t = result.get("table") or {}
+    control = {"fired": t.get("b", 0), "windows": t.get("b", 0) + t.get("d", 0), "rate": result.get("control_rate"),
+               "ci": result.get("control_rate_ci") or [None, None]}
+    rows = [("failing part, before the outcome", c.get("failing_part"), "#b3261e"),
+            ("sibling parts, same job and window", c.get("siblings"), PALETTE[0]),
+            ("failing part, its own earlier windows", c.get("own_history"), "#8c564b"),
+            ("healthy control windows", control, "#5d6678")][::-1]
+    rows = [(label, d, colour) for label, d, colour in rows if d and d.get("rate") is not None]
+    fig = go.Figure()
+    for label, d, colour in rows:
+        lo, hi = d["ci"]
+        fig.add_trace(go.Bar(
+            x=[d["rate"] * 100], y=[f"{label} · {d['fired']}/{d['windows']}"], orientation="h",
+            marker_color=colour, name=label,
+            error_x={"type": "data", "symmetric": False, "array": [(hi - d["rate"]) * 100],
+                     "arrayminus": [(d["rate"] - lo) * 100]},
+            hovertemplate=f"{label}: fired in {d['fired']} of {d['windows']} (%{{x:.0f}} %; 95 % "
+                          f"{lo * 100:.0f}–{hi * 100:.0f} %)<extra></extra>",
+        ))
+    fig.update_layout(height=60 + 34 * len(rows), margin={"l": 290, "r": 20, "t": 5, "b": 35},
+                      template="plotly_white", showlegend=False, bargap=0.3)
+    fig.update_xaxes(title_text="windows in which the rule fired (%)", range=[0, 105], ticksuffix=" %")
+    fig.update_yaxes(ticksuffix=" ")
     return fig

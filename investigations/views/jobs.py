@@ -114,7 +114,14 @@ def _fleet_test_view(job: BackgroundJob) -> dict:
         within = int((r.get("combination") or {}).get("within_s") or 0)
         pair = {"figure": charts.together_bars(r["side_by_side"]).to_json(), "within": fmt_lag(within).lstrip("+"),
                 "windows": sum(t.get(k, 0) for k in "abcd")}
+    parts = None
+    if r.get("component_contrasts"):
+        c = r["component_contrasts"]
+        parts = {"figure": charts.part_contrasts(r).to_json(), "c": c,
+                 "rows": [("its siblings in the same job and window", c["siblings"]),
+                          ("its own earlier windows", c["own_history"])]}
     return {"r": r, "h": h, "examples": examples, "figures": figures, "together": pair, "controls": controls,
+            "parts": parts,
             "lead_median": fmt_offset(-r["lead_median_s"]) if r.get("lead_median_s") is not None else None}
 
 

@@ -41,6 +41,10 @@ interruption of the outcome has t0 within (first firing, first firing + W] and n
 precision = true / alarms; false alarms per 1,000 node-days observed (node-days from the hourly
 coverage). Firings are timed at the sample that shows them (below), so lead times are exact.
 Lead time: t0 − the first firing of each fired window before the outcome.
+
+Where the outcome names the failing part, ``component_contrasts`` says whether the rule fired on
+that part and not on its siblings in the same job, nor in the part's own earlier windows
+(telemetry/queries/fleet_contrasts.py).
 """
 from __future__ import annotations
 
@@ -53,7 +57,7 @@ import numpy as np
 from scipy.stats import fisher_exact
 
 from telemetry import catalog, rules, store
-from telemetry.queries import contrasts, windows
+from telemetry.queries import contrasts, fleet_contrasts, windows
 from telemetry.queries.windows import (COVERAGE_S, QUERY_TIMEOUT_S, ROLLUP_SQL, Interruption, NotTestable,  # noqa: F401
                                        Outcome, Window, parse_outcome)
 from telemetry.stats import jeffreys_interval
@@ -107,6 +111,7 @@ class FleetTestResult:
     examples: list[dict] = field(default_factory=list)
     matched_on_activity: bool = False
     excluded: windows.Exclusions = field(default_factory=windows.Exclusions)  # candidate controls left out
+    parts: fleet_contrasts.PartCounts = field(default_factory=fleet_contrasts.PartCounts)  # component contrasts
 
     def as_dict(self) -> dict:
         recall, rlo, rhi = jeffreys_interval(self.a, self.c)
@@ -124,6 +129,7 @@ class FleetTestResult:
             "table": {"a": self.a, "b": self.b, "c": self.c, "d": self.d},
             "no_data": {"before": self.no_data_before, "controls": self.no_data_controls},
             "controls": self.controls, "controls_excluded": self.excluded.as_dict(),
+            "component_contrasts": self.parts.as_dict(),
             "matched_on_activity": self.matched_on_activity,
             "recall": recall, "recall_ci": [rlo, rhi],
             "control_rate": control_rate, "control_rate_ci": [clo, chi],
@@ -337,6 +343,8 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     say(4, "alarms a deployed rule would have raised")
     failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
     _count_alarms(result, by_unit, chosen, failing, W)
+    fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen, failing, host_t0s, coverage, W,
+                            lo_s, hi_s, timeout_s=timeout_s)
     result.node_days += sum(len(v) for v in coverage.values()) * COVERAGE_S / 86400
 
 

@@ -72,3 +72,22 @@ def test_a_combined_hypothesis_against_each_signal_alone(page, live_server, clea
     assert no_horizontal_scroll(page) and not page.js_errors, page.js_errors
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "fleet-test-together.png"), full_page=True)
+
+
+def test_the_component_contrasts_of_a_fleet_test(page, live_server, clean_store, investigator,  # noqa: F811
+                                                 in_process_worker):
+    from investigations.services import fleet_test, hypotheses
+    from tests.telemetry.queries.test_fleet_contrasts import write_part_fleet
+
+    write_part_fleet("browser-parts")
+    h = hypotheses.pin_hypothesis(investigator, statement="HBM runs hot before XID 94", metric="gpu.mem_temp",
+                                  component_scope="gpu", condition="threshold", operator=">", threshold=85,
+                                  lead_window_s=3600, outcome="XID 94")
+    job = fleet_test.start_fleet_test(investigator, h, cluster="browser-parts")
+    log_in(page, live_server.url, "alice", f"/jobs/{job.pk}/")
+    page.wait_for_selector("#part-contrasts .plotly-figure .main-svg", timeout=90000)
+    text = page.inner_text("#part-contrasts")
+    assert "0 / 28" in text and "✗" not in text and "⚑" not in text  # the cause: on its part alone
+    assert no_horizontal_scroll(page) and not page.js_errors, page.js_errors
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "fleet-test-parts.png"), full_page=True)

@@ -139,3 +139,29 @@ def test_a_test_without_lift_reads_as_such_on_the_board_and_its_page(investigato
     assert "tested, no lift" in board and "None" not in board.split("<tbody>")[1]
     page = c.get(f"/jobs/{job.pk}/").content.decode()
     assert "No interruption of <b>NODE_FAIL</b> in the tested range" in page
+
+
+def test_the_page_shows_whether_the_rule_fired_on_the_failing_part_and_not_the_rest(worker, investigator):
+    """A job-wide rise before XID 94s: the page draws the component contrasts first, then the
+    table, and flags the rule as the job's workload."""
+    from tests.telemetry.queries.test_fleet_contrasts import write_part_fleet
+
+    write_part_fleet("fleettest-parts")
+    h = hypotheses.pin_hypothesis(investigator, statement="GPUs run hot before XID 94", metric="gpu.temp",
+                                  component_scope="gpu", condition="threshold", operator=">", threshold=80,
+                                  lead_window_s=3600, outcome="XID 94")
+    job = fleet_test.start_fleet_test(investigator, h, cluster="fleettest-parts")
+    done = wait_for(job.pk, timeout=120)
+    assert done.state == "succeeded", done.error
+    c = done.result["component_contrasts"]
+    assert c["job_wide"]["flagged"] and not c["siblings"]["holds"] and c["own_history"]["holds"]
+    html = client_for(investigator).get(f"/jobs/{job.pk}/").content.decode()
+    part = html.split('id="part-contrasts"')[1].split('id="control-windows"')[0]
+    assert part.index("data-plotly-figure") < part.index("<table")
+    assert "⚑ fired on most sibling parts of the job as well (4 of 4 failures)" in part
+    assert "28 / 28" in part and "✗ does not hold" in part and "✓ holds" in part
+    fig = json.loads(part.split('<script type="application/json">')[1].split("</script>")[0])
+    assert [t["name"] for t in fig["data"]] == ["healthy control windows", "failing part, its own earlier windows",
+                                                "sibling parts, same job and window", "failing part, before the outcome"]
+    assert fig["data"][-1]["y"] == ["failing part, before the outcome · 4/4"]  # every bar with its count
+    assert fig["data"][1]["y"][0].startswith("failing part, its own earlier windows · 0/")
