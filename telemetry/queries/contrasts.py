@@ -151,13 +151,17 @@ def _fisher(ps: list[float]) -> float | None:
 
 
 def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units, highest: bool,
-            into: dict | None = None) -> dict:
+            into: dict | None = None, *, levels: dict | None = None, highest_level: bool | None = None) -> dict:
     """Each failure's contrast p-values and job-wide share for one metric in one cluster, added to
     ``into`` (``summarize`` turns the pooled parts into the result).
 
     ``unit_values[window index][(host, unit)]`` = the unit's worst value in that window;
     ``windows`` the scan's windows (kinds before / same_hosts / peers / own, ``index`` = failure);
-    ``units[i]`` the failing (host, unit) of failure i or None."""
+    ``units[i]`` the failing (host, unit) of failure i or None; ``levels`` (same shape, optional)
+    the units' raw values, which the group test (``summarize``'s tracks_group) compares instead:
+    a group that runs hotter at any time shows in its level, not in a self-normalised score."""
+    level_values = unit_values if levels is None else levels
+    sign_level = (1.0 if highest else -1.0) if highest_level is None else (1.0 if highest_level else -1.0)
     sign = 1.0 if highest else -1.0
     by_failure: dict[int, dict[str, list[int]]] = {}
     for wi, w in enumerate(windows):
@@ -180,8 +184,8 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
         into["failing_hosts"].append(fail[0] if fail else tuple(windows[before[0]].hosts))
         for wi in control_wins:
             by_h: dict[str, float] = {}
-            for (h, _), x in unit_values.get(wi, {}).items():
-                by_h[h] = max(by_h.get(h, -np.inf), sign * x)
+            for (h, _), x in level_values.get(wi, {}).items():
+                by_h[h] = max(by_h.get(h, -np.inf), sign_level * x)
             into["control_hosts"] += list(by_h.items())
         fam = family(fail[1]) if fail else None
         if fail and fail in vals:

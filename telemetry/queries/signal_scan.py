@@ -3,24 +3,39 @@ the lead window before an outcome differs from the same kind of window at health
 how likely each finding is noise.
 
 Windows are the fleet test's (``windows.matched_windows``): the lead window before each
-interruption of the outcome on the job's hosts, against the same hosts 1–3 days before and after
-at the same time of day and as many healthy peers at the same time, matched on activity (the
+interruption of the outcome on the job's hosts, against the same hosts at other times of the
+history and as many healthy peers at the same time, matched on activity (the
 hosts were running a job): workload-driven metrics — temperatures, power, traffic — differ
 between busy and idle hosts and would otherwise top the list.
 
-Per metric, the engine reduces the one-minute rollup to one value per (host, minute): the
-highest and the lowest over the host's components of the minute means (gauges) or of the
-reset-aware per-second rates between consecutive minutes (counters). A window's value is the
-worst over its hosts and the minutes wholly inside it, in the catalog's bad direction (highest
-for ``up``; lowest for ``down``; for ``none`` the highest — the scan then tests both ways). So
-one misbehaving GPU among 128 hosts counts, as it does for the people reading the case. Only
-minutes inside [start, end) count: nothing at or after t0 (a fan spinning down once the job
-died) and nothing before the window, and every window covers the same number of minutes.
+Per metric, each window gets one value, from one unit (a GPU, a NIC, a fan; the host for
+host-level series), chosen the same way before the outcome and in its controls (equal exposure).
+Only minutes wholly inside [start, end) count: nothing at or after t0 (a fan spinning down once
+the job died) and nothing before the window, and every window covers the same number of minutes.
+- Where the outcome names the failing unit (the GPU of an XID, the NIC of a link-down): that
+  unit's level in the window (a counter's mean rate per second, a gauge's mean); in the controls
+  the same unit at the same hosts' other times — its own history: a part that was always noisy
+  is as noisy there — and its namesake on the peer host that takes the failing host's place
+  among healthy peers. For a metric without series of that kind (a fan before an XID), the
+  failing host's worst unit.
+- Where the outcome names no unit (a Slurm state): levels of different parts are not comparable
+  — the 1–3 % of parts that trickle corrected errors for weeks would be the worst of every window,
+  before failures and at healthy times alike — so each unit is scored against its OWN baseline,
+  the hours just before the window (``telemetry.queries.scores``: for counters ln((k + 1) /
+  (λ + 1)), k the errors in the window, λ what the unit's own baseline rate predicts; for gauges
+  the window mean against the baseline mean in baseline standard deviations), and the window's
+  value is the highest score over its hosts and units. A part noisy for weeks goes on as before
+  and scores about 0; a part that starts to misbehave scores high.
+Values are oriented: higher is worse (a level of a metric whose bad direction is down is
+negated). The medians shown (and the pin rule's threshold) are the chosen units' raw levels; the
+contrasts below compare the units' self-normalised scores.
 
 Per metric, with B the window values before the outcome and C the control values:
 - ``auc`` = P(b > c) + ½·P(b = c) over all pairs (0.5: no difference; 1: every window before
   the outcome is worse than every control), from the Mann–Whitney U statistic;
-- ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``);
+- ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``). A
+  finding flagged as moving on every host of the job (``contrasts``) that does not hold within
+  the job is only as good as its within-job contrast: its p is the larger of the two;
 - ``q``: Benjamini–Hochberg over every metric tested in the scan: the expected share of false
   findings among those ranked at or above it. Many metrics are compared, so p alone overstates;
 - medians of B and C, and how many windows each had.
@@ -36,7 +51,7 @@ import numpy as np
 from scipy.stats import false_discovery_control, mannwhitneyu
 
 from telemetry import catalog, store
-from telemetry.queries import contrasts, windows
+from telemetry.queries import contrasts, scores, windows
 from telemetry.queries.windows import COVERAGE_S, Outcome, hosts_of, metrics_present
 
 MIN_WINDOWS = 3
@@ -110,6 +125,41 @@ def unit_window_values(cluster: str, spans, metric: str, *, lo_s: int, hi_s: int
     return values, units
 
 
+def pick_values(found, chosen, failing, unit_scores, unit_raw, sign: float = 1.0) -> list[tuple[float, float]]:
+    """Each window's (value, raw value): one unit's, chosen the same way for a window before the
+    outcome and its controls (equal exposure; see the module docstring). Where the outcome names
+    the failing unit, the value is that unit's raw level, times ``sign`` (−1 for a metric whose bad
+    direction is down: values are oriented, higher is worse) — its controls are the same unit at
+    other times and its namesake on a healthy peer; elsewhere the highest self-normalised score over the
+    window's hosts and units, with that unit's raw level."""
+    fams = {contrasts.family(u) for vals in unit_raw.values() for (_, u) in vals}
+    out = []
+    for wi, w in enumerate(found):
+        fail = failing[w.index] if w.index < len(failing) else None
+        if fail is None:
+            vals = unit_scores.get(wi, {})
+            if not vals:
+                out.append((np.nan, np.nan))
+                continue
+            best = max(vals, key=vals.get)
+            out.append((vals[best], unit_raw[wi][best]))
+            continue
+        raw = unit_raw.get(wi, {})
+        job_hosts = chosen[w.index].hosts
+        pos = job_hosts.index(fail[0]) if fail[0] in job_hosts else 0
+        host = fail[0] if w.kind != "peers" else w.hosts[min(pos, len(w.hosts) - 1)]
+        if contrasts.family(fail[1]) in fams:
+            keys = [(host, fail[1])] if (host, fail[1]) in raw else []
+        else:
+            keys = [k for k in raw if k[0] == host]
+        if not keys:
+            out.append((np.nan, np.nan))
+            continue
+        best = max(keys, key=lambda k: sign * raw[k])
+        out.append((sign * raw[best], raw[best]))
+    return out
+
+
 def window_features(cluster: str, spans, metrics: list[str], *, lo_s: int, hi_s: int,
                     progress: Callable[[int, int, str], None] | None = None,
                     timeout_s: int = QUERY_TIMEOUT_S) -> dict[str, np.ndarray]:
@@ -136,6 +186,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     clusters = clusters or windows.clusters_with_jobs(timeout_s=timeout_s)
     # values[metric] = (before values, control values)
     values: dict[str, tuple[list[float], list[float]]] = {}
+    raws: dict[str, tuple[list[float], list[float]]] = {}  # the same windows' raw values (medians, pin rule)
     parts: dict[str, dict] = {}  # metric -> contrasts.collect's pooled parts
     groups: list[contrasts.Concentration] = []  # racks/drivers/firmware the failures concentrate on
     excluded = windows.Exclusions()  # candidate controls left out, and why
@@ -175,31 +226,44 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                                                timeout_s=timeout_s)
         groups += found_groups
         spans = found + contrasts.own_history_windows(chosen, failing, host_t0s, W, lo_s)
-        q_lo = min(w.start for w in spans) - 60
-        for metric, _, _ in present:
-            done += 1
-            say(done - 1, total, f"scanning metric {done}/{total}: {metric}")
-            vals, unit_vals = unit_window_values(cluster, spans, metric, lo_s=q_lo, hi_s=hi_s, timeout_s=timeout_s)
+        names = [metric for metric, _, _ in present]
+
+        def step(i, n, stage, _done=done):
+            say(_done + i, total, stage)
+
+        found_scores = scores.window_scores(cluster, spans, names, host_t0s=host_t0s, progress=step,
+                                             timeout_s=timeout_s)
+        done += len(names)
+        for metric in names:
+            unit_scores, unit_raw = found_scores.score[metric], found_scores.raw[metric]
+            picked = pick_values(found, chosen, failing, unit_scores, unit_raw,
+                                 -1.0 if catalog.get(metric).bad == "down" else 1.0)
             before, control = values.setdefault(metric, ([], []))
+            raw_b, raw_c = raws.setdefault(metric, ([], []))
             gaps = no_data.setdefault(metric, [0, 0])
-            for w, v in zip(found, vals):
+            for w, (v, rv) in zip(found, picked):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
+                    (raw_b if w.kind == "before" else raw_c).append(float(rv))
                 else:
                     gaps[w.kind != "before"] += 1
-            parts[metric] = contrasts.collect(unit_vals, spans, failing, catalog.get(metric).bad != "down",
-                                              parts.get(metric))
+            parts[metric] = contrasts.collect(unit_scores, spans, failing, True, parts.get(metric),
+                                              levels=unit_raw, highest_level=catalog.get(metric).bad != "down")
     say(total, total, "ranking")
     rows = []
     for metric, (before, control) in values.items():
         m = catalog.get(metric)
+        raw_b, raw_c = raws.get(metric, ([], []))
         row = {"metric": metric, "layer": m.layer, "unit": m.unit, "kind": m.kind, "bad": m.bad,
                "n_before": len(before), "n_control": len(control),
-               "median_before": float(np.median(before)) if before else None,
-               "median_control": float(np.median(control)) if control else None,
+               "median_before": float(np.median(raw_b)) if raw_b else None,
+               "median_control": float(np.median(raw_c)) if raw_c else None,
+               "median_score_before": float(np.median(before)) if before else None,
+               "median_score_control": float(np.median(control)) if control else None,
                "auc": None, "p": None, "q": None}
         if len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
-            alternative = {"up": "greater", "down": "less"}.get(m.bad, "two-sided")
+            # scores are oriented in the bad direction already: higher is worse
+            alternative = "two-sided" if m.bad not in ("up", "down") else "greater"
             res = mannwhitneyu(before, control, alternative=alternative, method="auto")
             # statistic is U of the first sample whatever the alternative: U / (n1·n2) = P(b > c) + ½P(b = c)
             row.update(auc=float(res.statistic) / (len(before) * len(control)), p=float(res.pvalue))
@@ -209,16 +273,13 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
                    p_fleet=row["p"], within_job=None)
         sib = found["contrasts"].get("siblings") or {}
-        own = found["contrasts"].get("own_history") or {}
         if sib.get("p") is not None:
             row["within_job"] = bool(sib["survives"])
-        if row["p"] is not None:
-            # Where the failing part is known, a finding must also hold within the job (the
-            # workload cancels there) and against the part's own past (a part that was always
-            # noisy predicts nothing): an intersection-union test, the largest p of them.
-            row["p"] = max([row["p"]] + [c["p"] for c in (sib, own) if c.get("p") is not None])
         if found["job_wide"] and not row["within_job"]:
             row["flags"].append(found["job_wide"])
+            if row["p"] is not None and sib.get("p") is not None:
+                # it moved on every host of the job: only as good as its contrast within the job
+                row["p"] = max(row["p"], sib["p"])
         row["flags"] += found["tracks_group"]
         rows.append(row)
     tested = [r for r in rows if r["p"] is not None]
@@ -244,11 +305,11 @@ def _why_not(n_before: int, n_control: int, gaps: list[int], excluded: "windows.
     """Why a metric was not tested: which windows it lacked, and what left the controls out."""
     parts = []
     if n_before < MIN_WINDOWS:
-        parts.append(f"{n_before} window{'s' if n_before != 1 else ''} before the outcome with data "
-                     f"({gaps[0]} without any), {MIN_WINDOWS} needed")
+        parts.append(f"{n_before} window{'s' if n_before != 1 else ''} before the outcome with a score "
+                     f"({gaps[0]} without data or a baseline of half a window before them), {MIN_WINDOWS} needed")
     if n_control < MIN_WINDOWS:
-        parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with data ({gaps[1]} without any), "
-                     f"{MIN_WINDOWS} needed")
+        parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with a score ({gaps[1]} without data "
+                     f"or a baseline), {MIN_WINDOWS} needed")
     left = {"outside the history": excluded.outside_history, "touched by an interruption": excluded.interrupted,
             "hosts idle": excluded.idle, "too few healthy peers": excluded.too_few_peers}
     why = ", ".join(f"{n} {reason}" for reason, n in left.items() if n)

@@ -1,0 +1,203 @@
+"""Self-normalised window scores: how far each unit's behaviour in a window departs from that
+unit's OWN recent past — the statistic the signal scan compares before outcomes and at healthy
+times.
+
+Why self-normalised
+-------------------
+A fleet's healthy background has heavy tails: a few percent of GPUs and links trickle corrected
+errors for weeks and never fail, and every host runs its own workload. A statistic that takes the
+highest raw value of a window (any GPU of any host) is dominated by those chronically noisy parts,
+before failures and at healthy times alike, so a real precursor on one part disappears in them.
+What a reliability engineer looks for instead is a *change*: a part that starts misbehaving. So
+each unit (a host's component up to its first ``/``: ``gpu3`` for ``gpu3/nvlink2``, ``mlx5_0``
+for ``mlx5_0/1``, '' for host-level series) is measured against itself.
+
+The score of a unit in a window [s, e) (only the one-minute rollup rows wholly inside it: a minute
+[t, t + 60) with s <= t and t + 60 <= e, so nothing at or after t0 enters) against its baseline,
+the ``baseline_s`` before the window ([s − baseline_s, s), the same rule for minutes; by default
+four lead windows, at least 6 h, at most 3 days; earlier history only, never the window itself):
+
+- **counters** (error counts, bytes, nanoseconds): k = the unit's reset-aware increase in the
+  window (summed over its series), λ = the increase its baseline rate predicts for a window of
+  that length (baseline increase × window minutes / baseline minutes). score = ln((k + 1) / (λ + 1)):
+  0 for a part that goes on as before however noisy it always was; ln 21 ≈ 3 for a quiet part
+  that logs 20 errors; a trickling part must multiply its own rate to score as high;
+- **gauges** (temperatures, power, clocks, flags): the window's mean against the baseline's mean,
+  in baseline standard deviations (a floor of 1e-6 × the mean's size keeps a constant gauge —
+  a link width, a status flag — finite: any change of one scores very high).
+Scores are oriented in the catalog's bad direction (higher = worse; for ``up`` and ``none`` as
+they are, negated for ``down``). A unit without a baseline of at least half a window's minutes
+has no score in that window (NaN). A baseline starts no earlier than one window after the host's
+last interruption before the window: the teardown and reboot after a failure (fans idling,
+counters reset) are no baseline of anything.
+
+Besides the score, each unit's raw value in the window (the counter's mean rate per second over
+the window, the gauge's mean) is kept: the pin rule sets its threshold in the metric's own unit.
+
+How it runs
+-----------
+In the engine, for a batch of metrics at once: the rollup rows of the windows' hosts are cut at
+every window's boundaries (s − baseline, s − 59, s, e − 59: an ASOF join on a small table of
+boundaries, one pass over the rows), and summed per (metric, host, unit, segment) — minute count,
+sum and sum of squares of the minute means, and the counter's increase inside the segment plus
+the step from the previous segment. Python then adds segments up with prefix sums per unit, so
+every window and baseline costs two look-ups, however many windows overlap.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from telemetry import catalog, store
+
+QUERY_TIMEOUT_S = 600
+METRICS_PER_QUERY = 24
+MIN_BASELINE_S = 6 * 3600
+MAX_BASELINE_S = 3 * 86400
+BASELINE_WINDOWS = 4
+
+_ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, sum(sum) / sum(count) AS v, "
+         "max(max) AS hi FROM samples_1m "
+         "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} AND host IN {hosts:Array(String)} "
+         "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) "
+         "GROUP BY metric, host, component, ts HAVING isFinite(v) AND isFinite(hi)")
+
+_SEGMENTS = (
+    "SELECT metric, host, component, seg, count() AS n, sum(v) AS sv, sum(v * v) AS sv2, "
+    " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi "
+    f"FROM ({_ROWS}) AS r "
+    "ASOF INNER JOIN (SELECT b.1 AS host, b.2 AS seg FROM (SELECT arrayJoin({bounds:Array(Tuple(String, Int64))}) AS b)) AS q "
+    "ON r.host = q.host AND r.t >= q.seg "
+    "GROUP BY metric, host, component, seg")
+
+# The counter's increase in a segment: last − first when it only grew; across one reset (a reboot
+# starts it again from 0) the climb to the highest value plus the climb after the reset. The step
+# from the previous segment's last value to this one's first belongs to this segment (a drop: a
+# reset, nothing counted).
+_UNITS = (
+    "SELECT metric, host, splitByChar('/', component)[1] AS unit, seg, max(n) AS u_n, sum(n) AS u_nv, sum(sv) AS u_sv, "
+    " sum(sv2) AS u_sv2, sum(inc) AS u_inc FROM ("
+    "  SELECT metric, host, component, seg, n, sv, sv2, "
+    "   if(last_hi >= first_hi AND last_hi = max_hi, last_hi - first_hi, max_hi - first_hi + last_hi) "
+    "   + if(rn > 1 AND first_hi >= prev_last, first_hi - prev_last, 0) AS inc "
+    "  FROM (SELECT *, lagInFrame(last_hi) OVER w AS prev_last, row_number() OVER w AS rn "
+    f"        FROM ({_SEGMENTS}) WINDOW w AS (PARTITION BY metric, host, component ORDER BY seg "
+    "        ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))) "
+    "GROUP BY metric, host, unit, seg ORDER BY metric, host, unit, seg")
+
+
+def baseline_for(W: int) -> int:
+    """The baseline a window of length W is measured against (seconds)."""
+    return int(min(MAX_BASELINE_S, max(MIN_BASELINE_S, BASELINE_WINDOWS * W)))
+
+
+@dataclass
+class Scores:
+    """Per metric, per window index: {(host, unit): score} and {(host, unit): raw value}."""
+    score: dict[str, dict[int, dict[tuple[str, str], float]]]
+    raw: dict[str, dict[int, dict[tuple[str, str], float]]]
+
+
+def _cum(x: np.ndarray) -> np.ndarray:
+    return np.concatenate(([0.0], np.cumsum(x, dtype=float)))
+
+
+def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | None = None,
+                  host_t0s: dict[str, np.ndarray] | None = None, progress=None,
+                  timeout_s: int = QUERY_TIMEOUT_S) -> Scores:
+    """Every unit's score and raw value in each of ``spans`` (objects with hosts, start, end; all
+    of one length W) for each of ``metrics``: a few engine queries, ``METRICS_PER_QUERY`` metrics
+    each. ``host_t0s`` (each host's sorted interruption times): a baseline starts no earlier than
+    one window after the host's last interruption before the window (a dead job's idle fans, a
+    reboot's reset counters are no baseline)."""
+    out = Scores({m: {} for m in metrics}, {m: {} for m in metrics})
+    if not spans or not metrics:
+        return out
+    W = int(spans[0].end - spans[0].start)
+    B = int(baseline_s or baseline_for(W))
+    by_host: dict[str, list[tuple[int, int]]] = {}  # host -> [(window index, baseline start)]
+    for i, w in enumerate(spans):
+        for h in w.hosts:
+            b0 = w.start - B
+            t0s = (host_t0s or {}).get(h)
+            if t0s is not None and len(t0s):
+                k = int(np.searchsorted(t0s, w.start, side="left")) - 1
+                if k >= 0:  # the host's recovery from its last interruption is no baseline
+                    b0 = max(b0, int(t0s[k]) + W)
+            by_host.setdefault(h, []).append((i, min(b0, w.start - 59)))
+    bounds = sorted({(h, int(b)) for h, wins in by_host.items() for i, b0 in wins
+                     for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
+    starts = np.array([w.start for w in spans], dtype=np.int64)
+    ends = np.array([w.end for w in spans], dtype=np.int64)
+    lo_s = int(min(b for _, b in bounds) - 60)
+    hi_s = int(ends.max())
+    hosts = sorted(by_host)
+    win_idx = {h: (np.array([i for i, _ in v], dtype=np.int64), np.array([b for _, b in v], dtype=np.int64))
+               for h, v in by_host.items()}
+    for c in range(0, len(metrics), METRICS_PER_QUERY):
+        batch = metrics[c:c + METRICS_PER_QUERY]
+        if progress:
+            progress(c, len(metrics), f"scores: metrics {c + 1}-{c + len(batch)} of {len(metrics)}")
+        table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "hosts": hosts, "lo_s": lo_s,
+                                           "hi_s": hi_s, "bounds": bounds},
+                                  tag="scores:window_scores", timeout_s=timeout_s)
+        if table.num_rows:
+            _reduce(table, win_idx, starts, ends, out)
+    return out
+
+
+def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
+    metric_col = table.column(0).to_pandas().astype(str).to_numpy()
+    host_col = table.column(1).to_pandas().astype(str).to_numpy()
+    unit_col = table.column(2).to_pandas().astype(str).to_numpy()
+    seg = table.column(3).to_numpy().astype(np.int64)
+    n = table.column(4).to_numpy().astype(float)
+    nv = table.column(5).to_numpy().astype(float)
+    sv = table.column(6).to_numpy().astype(float)
+    sv2 = table.column(7).to_numpy().astype(float)
+    inc = table.column(8).to_numpy().astype(float)
+    key = np.char.add(np.char.add(metric_col.astype(str), "\x00"),
+                      np.char.add(np.char.add(host_col.astype(str), "\x00"), unit_col.astype(str)))
+    cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
+    edges = np.concatenate(([0], cuts, [len(key)]))
+    info: dict[str, tuple[bool, float]] = {}
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        metric, host, unit = metric_col[a], host_col[a], unit_col[a]
+        found = win_idx.get(host)
+        if found is None:
+            continue
+        wins, b0 = found
+        if metric not in info:
+            m = catalog.get(metric)
+            info[metric] = (m.is_counter, -1.0 if m.bad == "down" else 1.0)
+        is_counter, sign = info[metric]
+        segs = seg[a:b]
+        s, e = starts[wins], ends[wins]
+        i0 = np.searchsorted(segs, s, "left")
+        i1 = np.searchsorted(segs, e - 59, "left")
+        j0 = np.searchsorted(segs, b0, "left")
+        j1 = np.searchsorted(segs, s - 59, "left")
+        if is_counter:
+            N, I = _cum(n[a:b]), _cum(inc[a:b])
+            nw, nb = N[i1] - N[i0], N[j1] - N[j0]
+            k, kb = I[i1] - I[i0], I[j1] - I[j0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lam = kb * nw / nb
+                score = np.log((k + 1.0) / (lam + 1.0))
+            raw = k / (e - s)
+        else:
+            NV, S, S2 = _cum(nv[a:b]), _cum(sv[a:b]), _cum(sv2[a:b])
+            nw, nb = NV[i1] - NV[i0], NV[j1] - NV[j0]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mw = (S[i1] - S[i0]) / nw
+                mb = (S[j1] - S[j0]) / nb
+                var = np.maximum((S2[j1] - S2[j0]) / nb - mb * mb, 0.0)
+                score = (mw - mb) / (np.sqrt(var) + 1e-6 * np.maximum(np.abs(mb), 1.0))
+            raw = mw
+        ok = (nw > 0) & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
+        sc_m, raw_m = out.score[metric], out.raw[metric]
+        for wi, good, sc, rv in zip(wins.tolist(), ok.tolist(), (sign * score).tolist(), raw.tolist()):
+            if good:
+                sc_m.setdefault(wi, {})[(host, unit)] = sc
+                raw_m.setdefault(wi, {})[(host, unit)] = rv
