@@ -287,6 +287,11 @@ class Server:
             return None
         return None
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server process has used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stored(self, cluster: str) -> int:
         status, _, data = self.request("GET", f"/api/ingest/stats?cluster={cluster}", b"",
                                        {"Authorization": f"Bearer {self.token}"})
@@ -532,9 +537,10 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
     warm_s = time.perf_counter() - start
     progress(f"warm round: {warm.samples:,} samples in {warm_s:.1f} s; timed {options['seconds']:.0f} s …")
     timed = Tally()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), server.cpu_s()
     _remote_write_phase(server, fleet, shards, batch, t0, None, options["seconds"], next_round, timed)
     elapsed = time.perf_counter() - start
+    cpu = server.cpu_s() - cpu
     stored = server.stored(CLUSTER)
     progress(f"remote-write: {timed.samples / elapsed:,.0f} samples/s, p95 "
              f"{_p(timed.latencies, 95):,.0f} ms, stored {stored:,} of {warm.samples + timed.samples:,} sent")
@@ -551,6 +557,8 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
         "p99_ms": _p(timed.latencies, 99),
         "timed_s": round(elapsed, 1),
         "warm_round_s": round(warm_s, 1),
+        "server_cpu_ms_per_request": round(1000 * cpu / max(1, timed.requests), 2),
+        "server_cores_used": round(cpu / elapsed, 2),
         "samples_sent": warm.samples + timed.samples,
         "samples_stored": stored,
         "http_status_counts": statuses,
@@ -566,15 +574,19 @@ def _text_run(server: Server, text_bodies: list[bytes], t0: int, options: dict, 
     warm_s = time.perf_counter() - start
     progress(f"text: warm pass {text_warm.samples:,} samples in {warm_s:.1f} s; timed {options['text_seconds']:.0f} s …")
     text_tally = Tally()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), server.cpu_s()
     _text_phase(server, text_bodies, options["relays"], t0, options["text_seconds"], 1, text_tally)
     text_elapsed = time.perf_counter() - start
+    cpu = server.cpu_s() - cpu
     text_stored = server.stored(TEXT_CLUSTER)
     progress(f"text: {text_tally.samples / text_elapsed:,.0f} samples/s, p95 {_p(text_tally.latencies, 95):,.0f} ms")
     return {
         "text_samples_per_s": round(text_tally.samples / text_elapsed),
         "text_p95_ms": _p(text_tally.latencies, 95),
         "text_warm_pass_s": round(warm_s, 1),
+        # what the server process itself spent per scrape (the relays and other load excluded)
+        "text_server_cpu_ms_per_request": round(1000 * cpu / max(1, text_tally.requests), 2),
+        "text_server_cores_used": round(cpu / text_elapsed, 2),
         "text_samples_sent": text_warm.samples + text_tally.samples,
         "text_samples_stored": text_stored,
         "text_scrape_samples": _text_samples[0],

@@ -70,8 +70,28 @@ class Entry(NamedTuple):
     fields: tuple[tuple[str, str], ...]  # (column, value), only what the labels say
 
 
+# The labels a GPU series' inventory rows depend on: a DCGM scrape carries the same ones on every
+# field of a GPU (25 label sets, one answer), so answers are remembered by their values.
+_GPU_LABELS = ("gpu", "UUID", "uuid", "gpu_uuid", "DCGM_FI_DRIVER_VERSION",
+               *dict.fromkeys(k for _, keys in _GPU_FIELDS for k in keys))
+_FROM_LABELS: dict[tuple, tuple[Entry, ...]] = {}
+_FROM_LABELS_MAX = 100_000
+
+
 def from_labels(name: str, labels: Mapping[str, str], cluster: str, host: str, component: str) -> list[Entry]:
     """The inventory rows one series' labels imply (often none)."""
+    if name in _INFO_SERIES:
+        return _from_labels(name, labels, cluster, host, component)
+    key = (cluster, host, component, *map(labels.get, _GPU_LABELS))
+    found = _FROM_LABELS.get(key)
+    if found is None:
+        if len(_FROM_LABELS) >= _FROM_LABELS_MAX:
+            _FROM_LABELS.clear()
+        found = _FROM_LABELS[key] = tuple(_from_labels(name, labels, cluster, host, component))
+    return list(found)
+
+
+def _from_labels(name: str, labels: Mapping[str, str], cluster: str, host: str, component: str) -> list[Entry]:
     out: list[Entry] = []
     info = _INFO_SERIES.get(name)
     if info is not None:

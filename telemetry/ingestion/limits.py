@@ -156,17 +156,26 @@ def drop_no_data(table: pa.Table) -> tuple[pa.Table, int]:
     return table.filter(finite), table.num_rows - kept
 
 
+_NAMES_OK: set[tuple[str, str]] = set()  # (field, value) found allowed: label sets repeat them
+_NAMES_OK_MAX = 200_000
+
+
 def check_names(**values: str) -> None:
     """Refuse a name outside the grammar: ``check_names(host=..., component=..., metric=..., cluster=...)``."""
     for field, value in values.items():
+        if (field, value) in _NAMES_OK:
+            continue
         if field == "cluster":
             if not (len(value) <= CLUSTER_MAX and names.is_host(value)):
                 raise IngestError(f"cluster name {names.shown(value)} is not allowed (letters, digits and _ . : - "
                                   f"only, 1 to {CLUSTER_MAX} characters)", field="cluster")
-            continue
-        ok, rule = names.RULES[field]
-        if not ok(value):
-            raise IngestError(f"{field} name {names.shown(value)} is not allowed ({rule})", field=field)
+        else:
+            ok, rule = names.RULES[field]
+            if not ok(value):
+                raise IngestError(f"{field} name {names.shown(value)} is not allowed ({rule})", field=field)
+        if len(_NAMES_OK) >= _NAMES_OK_MAX:
+            _NAMES_OK.clear()
+        _NAMES_OK.add((field, value))
 
 
 def check_table(table_name: str, table: pa.Table, *, line_of=None, names_checked: bool = False) -> None:

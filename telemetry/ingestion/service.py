@@ -231,14 +231,19 @@ _MERGE_LABELS: dict[tuple, dict[str, int]] = {}
 _MERGE_LABELS_MAX = 4096
 
 
-def _labels_in_merges(label_sets, cluster: str, default_host: str | None) -> dict[str, int]:
-    """For series that share a row key: which labels tell them apart (label -> series)."""
+def _labels_in_merges(label_sets, cluster: str, default_host: str | None,
+                      metrics: frozenset[str] | None = None) -> dict[str, int]:
+    """For series that share a row key: which labels tell them apart (label -> series).
+    ``metrics``: the metrics merges were found under (series of others are skipped)."""
     groups: dict[tuple, list[dict]] = {}
     for name, labels in label_sets:
-        labels = dict(labels)
         metric = catalog.resolve(name)
-        key = (labels.get("cluster") or cluster, label_rules.host_of(labels, default_host), label_rules.component_of(labels),
-               metric.name if metric is not None else name)
+        metric = metric.name if metric is not None else name
+        if metrics is not None and metric not in metrics:
+            continue
+        labels = dict(labels)
+        key = (labels.get("cluster") or cluster, label_rules.host_of(labels, default_host),
+               label_rules.component_of(labels), metric)
         groups.setdefault(key, [])
         if labels not in groups[key]:
             groups[key].append(labels)
@@ -261,7 +266,7 @@ def _with_merges(result: normalize.NormalizeResult, label_sets, cluster: str,
         key = (cluster, default_host, metrics)
         labels = _MERGE_LABELS.get(key)
         if labels is None:
-            labels = _labels_in_merges(label_sets(), cluster, default_host)
+            labels = _labels_in_merges(label_sets(), cluster, default_host, metrics)
             if len(_MERGE_LABELS) >= _MERGE_LABELS_MAX:
                 _MERGE_LABELS.clear()
             _MERGE_LABELS[key] = labels

@@ -166,3 +166,19 @@ def test_concurrent_requests_share_one_inventory_read_and_write_and_known_rows_c
     # Another DCGM field of the same GPUs (a new label set): known here, so no store call.
     assert inventory.write(noted("inv-c3", "DCGM_FI_DEV_POWER_USAGE")) == {}
     assert len(reads) == 4
+
+
+def test_remembered_answers_follow_every_label_the_inventory_reads():
+    """from_labels remembers its answer per GPU (25 DCGM fields carry the same labels): a label it
+    reads that changes (a driver upgrade, another board in the slot) gives the new answer."""
+    before = dcgm_labels("inv-m1", 0, "00000000:18:00.0")
+    first = inventory.from_labels("DCGM_FI_DEV_GPU_TEMP", before, "c1", "inv-m1", "gpu0")
+    assert inventory.from_labels("DCGM_FI_DEV_POWER_USAGE", before, "c1", "inv-m1", "gpu0") == first
+    upgraded = {**before, "DCGM_FI_DRIVER_VERSION": "560.28.03"}
+    hosts = [e for e in inventory.from_labels("DCGM_FI_DEV_GPU_TEMP", upgraded, "c1", "inv-m1", "gpu0")
+             if e.table == "hosts"]
+    assert dict(hosts[0].fields)["driver_version"] == "560.28.03"
+    swapped = {**before, "DCGM_FI_DEV_SERIAL": "1659999999", "UUID": "GPU-new"}
+    gpu = [e for e in inventory.from_labels("DCGM_FI_DEV_GPU_TEMP", swapped, "c1", "inv-m1", "gpu0")
+           if e.table == "components"]
+    assert dict(gpu[0].fields)["serial"] == "1659999999" and dict(gpu[0].fields)["uuid"] == "GPU-new"
