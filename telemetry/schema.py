@@ -98,6 +98,18 @@ COMPONENTS = pa.schema(
     ]
 )
 
+SERIES_LABELS = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("host", pa.string()),
+        ("component", pa.string()),
+        ("metric", pa.string()),
+        ("labels", pa.map_(pa.string(), pa.string())),  # the labels no other column keeps (slot="3")
+        ("first_seen", TS),
+        ("last_seen", TS),
+    ]
+)
+
 # Columns the store computes on insert from the others (a DEFAULT expression; writers never send
 # them): the run of a job, so every run of a requeued job is its own record (migration 0007).
 COMPUTED: dict[str, tuple[str, ...]] = {
@@ -112,4 +124,5 @@ TABLES: dict[str, pa.Schema] = {
     "job_hosts": JOB_HOSTS,
     "hosts": HOSTS,
     "components": COMPONENTS,
+    "series_labels": SERIES_LABELS,
 }

@@ -9,7 +9,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FORMATS = REPO.parent / "shared" / "reference" / "formats"
 
-TELEMETRY_TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components")
+TELEMETRY_TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components", "series_labels")
 
 
 def shared_file(name: str) -> Path:

@@ -54,7 +54,7 @@ from telemetry.simulator.manifest import Manifest
 from telemetry.simulator.realistic import CHAINS, TRUE_PRECURSOR
 
 CLUSTER = "bench-analysis"
-TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components")
+TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components", "series_labels")
 MIN_SAMPLES = 100_000_000
 Q_FINDING = 0.05
 

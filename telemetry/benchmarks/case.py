@@ -90,7 +90,7 @@ def _span() -> tuple[datetime, datetime] | None:
 
 
 def _drop() -> None:
-    for table in ("samples", "samples_1m", "band_1m", "hosts", "components"):
+    for table in ("samples", "samples_1m", "band_1m", "hosts", "components", "series_labels"):
         store.command(f"DELETE FROM {table} WHERE cluster = {{c:String}}", {"c": CLUSTER}, tag="bench.case.drop")
 
 

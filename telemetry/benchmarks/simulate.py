@@ -18,7 +18,7 @@ from telemetry.simulator import RunStats, SimConfig, generate, simulate
 
 CLUSTER = "bench-sim"
 RAW_CLUSTER = "bench-sim-raw"
-TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components")
+TABLES = ("samples", "samples_1m", "band_1m", "events", "jobs", "job_hosts", "hosts", "components", "series_labels")
 
 
 def add_arguments(parser):

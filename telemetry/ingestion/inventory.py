@@ -38,7 +38,7 @@ from typing import Iterator, Mapping, NamedTuple
 import pyarrow as pa
 
 from telemetry import schema, store, writer
-from telemetry.ingestion import group_commit
+from telemetry.ingestion import group_commit, series_labels
 from telemetry.ingestion.kernel_log import normalize_pci_bus_id
 
 _GPU_FIELDS = (  # (components column, labels in order of preference)
@@ -63,11 +63,12 @@ def info_labels(name: str) -> frozenset[str]:
 
 
 class Entry(NamedTuple):
-    table: str  # hosts | components
+    table: str  # hosts | components | series_labels (telemetry.ingestion.series_labels)
     cluster: str
     host: str
     component: str  # '' for a hosts row
-    fields: tuple[tuple[str, str], ...]  # (column, value), only what the labels say
+    fields: tuple[tuple[str, str], ...]  # (column, value), only what the labels say; series_labels: (label, value)
+    metric: str = ""  # series_labels: the series' stored metric
 
 
 # The labels a GPU series' inventory rows depend on: a DCGM scrape carries the same ones on every
@@ -161,6 +162,7 @@ _known_lock = threading.Lock()
 def forget() -> None:
     with _known_lock:
         _known.clear()
+    series_labels.forget()
 
 
 def _wanted(entries) -> dict[str, dict[tuple, dict[str, str]]]:
@@ -180,6 +182,11 @@ def write(entries: list[Entry] | tuple[Entry, ...], *, now_ms: int | None = None
     them, ``group_commit.Batcher``), and this returns once that write returned."""
     if not entries:
         return {}
+    kept = [e for e in entries if e.table == series_labels.TABLE]
+    if kept:  # labels no other column keeps: their own table
+        out = series_labels.write(kept, now_ms=now_ms)
+        rest = [e for e in entries if e.table != series_labels.TABLE]
+        return {**write(rest, now_ms=now_ms), **out} if rest else out
     wanted = _wanted(entries)
     with _known_lock:
         for table, rows in wanted.items():

@@ -61,7 +61,7 @@ import pyarrow.compute as pc
 from telemetry import catalog, schema
 from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.prometheus_text import PromSample
-from telemetry.ingestion import inventory, labels as label_rules, limits, prometheus_text, remote_write
+from telemetry.ingestion import inventory, labels as label_rules, limits, prometheus_text, remote_write, series_labels
 from telemetry.ingestion.labels import component_of, strip_port as _strip_port  # noqa: F401 (callers' names)
 from telemetry.ingestion.remote_write import RWSeries
 
@@ -654,7 +654,12 @@ def _resolve(name: str, labels: Mapping[str, str], cluster: str, default_host: s
     # The name grammar, once per label set (resolved sets are cached): ingest stores only what
     # the pages can chart (telemetry/names.py).
     limits.check_names(host=host, component=component, metric=canonical, cluster=series_cluster)
-    inventory.note(inventory.from_labels(name, labels, series_cluster, host, component))
+    noted = inventory.from_labels(name, labels, series_cluster, host, component)
+    extra = label_rules.not_stored(name, labels)
+    if extra:  # their values are kept beside the series (telemetry.ingestion.series_labels)
+        noted.append(series_labels.entry(series_cluster, host, component, canonical,
+                                         tuple((k, labels[k]) for k in extra)))
+    inventory.note(noted)
     return _Series(
         cluster=series_cluster,
         host=host,
@@ -663,7 +668,7 @@ def _resolve(name: str, labels: Mapping[str, str], cluster: str, default_host: s
         scale=scale,
         dcgm=name.startswith("DCGM_"),
         unknown=unknown,
-        extra=label_rules.not_stored(name, labels),
+        extra=extra,
     )
 
 

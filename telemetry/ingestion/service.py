@@ -56,7 +56,7 @@ class IngestReport:
     receive_time: dict = field(default_factory=dict)  # lines stamped with the receive time: count, lines
     time_zone: dict = field(default_factory=dict)  # tz used for naive times, ambiguous / missing ones named
     aliases: dict[str, str] = field(default_factory=dict)  # source name -> catalog name it was stored under
-    labels_not_stored: dict[str, int] = field(default_factory=dict)  # label -> series that carried it
+    labels_not_stored: dict[str, int] = field(default_factory=dict)  # label -> series that carried it (kept in series_labels)
     merged_series: int = 0  # series that share a stored row key with another (they differ only in such labels)
     merged_by: dict[str, int] = field(default_factory=dict)  # label -> series, among the merged ones it told apart
 
@@ -109,10 +109,11 @@ class IngestReport:
             out.append(f"{len(self.unknown_metrics)} names not in the catalog, stored under their own name "
                        f"(map them on the catalog page): {_shown(self.unknown_metrics)}")
         if self.labels_not_stored:
-            out.append("labels not stored (series that differ only in them share one row key): "
+            out.append("labels kept in series_labels, not part of the series key: "
                        + ", ".join(f"{k} ({n} series)" for k, n in sorted(self.labels_not_stored.items())))
         if self.merged_series:
-            by = f" (they differ only in {', '.join(sorted(self.merged_by))})" if self.merged_by else ""
+            by = (f" (they differ only in {', '.join(sorted(self.merged_by))}; each label set is kept in "
+                  "series_labels)" if self.merged_by else "")
             out.append(f"{self.merged_series} series merged into another's row key{by}")
         if self.unmapped_pci:
             out.append(f"PCI ids not in the inventory (component left empty): {_shown(self.unmapped_pci)}")

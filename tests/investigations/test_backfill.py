@@ -196,8 +196,8 @@ def test_component_labels_keep_gpus_apart_and_merged_series_are_named_cli(clean_
     out = run(str(path), "--format", "prometheus", "--cluster", "c-cli", "--ts", str(ts))
     check_components("c-cli")
     assert "names not in the catalog, stored under their own name" in out and "mem_free_pct" in out
-    assert "labels not stored (series that differ only in them share one row key): mode (2 series)" in out
-    assert "1 series merged into another's row key (they differ only in mode)" in out
+    assert "labels kept in series_labels, not part of the series key: mode (2 series)" in out
+    assert "1 series merged into another's row key (they differ only in mode; each label set is kept in series_labels)" in out
 
 
 def test_component_labels_keep_gpus_apart_and_merged_series_are_named_http(clean_store, post):
@@ -220,7 +220,7 @@ def test_labels_not_stored_are_reported_even_when_nothing_merges_text_cli_and_ht
     path = tmp_path / "scrape.prom"
     path.write_text(LABELLED_SCRAPE)
     out = run(str(path), "--format", "prometheus", "--cluster", "l-cli")
-    assert "labels not stored (series that differ only in them share one row key): pod (2 series)" in out
+    assert "labels kept in series_labels, not part of the series key: pod (2 series)" in out
     assert "merged" not in out
     body = post("prometheus", LABELLED_SCRAPE.encode(), cluster="l-http").json()
     assert body["labels_not_stored"] == {"pod": 2} and body["merged_series"] == 0
@@ -249,7 +249,7 @@ def test_remote_write_reports_labels_not_stored_in_headers_and_on_request_in_the
     loud = send(cluster="rw2", report="1")
     assert loud.status_code == 200
     assert loud.json()["labels_not_stored"] == {"job": 2, "mode": 2}
-    assert "labels not stored (series that differ only in them share one row key): job (2 series), mode (2 series)" \
+    assert "labels kept in series_labels, not part of the series key: job (2 series), mode (2 series)" \
         in loud.json()["summary"]
     assert rows("SELECT DISTINCT host, component FROM samples") == [("n5", "cpu0")]
 
