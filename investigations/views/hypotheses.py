@@ -55,12 +55,33 @@ def hypothesis_page(request, pk: int):
     current = Verdict.objects.current_for(p.case_id for p in pins)
     return render(request, "investigations/hypothesis.html", {
         "h": h, "nav": "board", "record": records.track_record(h),
-        "pins": [(p, current.get(p.case_id)) for p in pins], "tests": fleet_test.fleet_tests_of(h)[:50],
+        "pins": [(p, current.get(p.case_id)) for p in pins],
+        "tests": [(t, _test_summary(t.result)) for t in fleet_test.fleet_tests_of(h)[:50]],
         "comments": comments.comments_on(hypothesis=h), "history": described(activity.hypothesis_activity(h)),
         "can_edit": can_investigate(request.user), "transitions": hypotheses.TRANSITIONS.get(h.status, ()),
         "comment_form": forms.CommentForm(), "untestable": _untestable(h),
         "test_clusters": case_clusters(),
     })
+
+
+def _test_summary(r) -> dict:
+    """What the hypothesis page's list says of one test beyond lift and p: its controls (used, left
+    out) and whether the rule held on the failing part (siblings, own past) or moved job-wide."""
+    if not isinstance(r, dict):
+        return {}
+    out = {}
+    if r.get("controls_excluded") is not None:
+        out["used"] = sum((r.get("controls") or {}).values())
+        out["left"] = sum(r["controls_excluded"].values()) + (r.get("no_data") or {}).get("controls", 0)
+    c = r.get("component_contrasts")
+    if c:
+        failed = [name for key, name in (("siblings", "siblings"), ("own_history", "own past"))
+                  if (c.get(key) or {}).get("p") is not None and not c[key]["holds"]]
+        out["part"] = ("⚑ job-wide" if (c.get("job_wide") or {}).get("flagged") else
+                       "✗ " + ", ".join(failed) if failed else "✓ holds")
+    if r.get("side_by_side"):
+        out["pair"] = "beats each alone" if r.get("beats_each_alone") else "does not beat both alone"
+    return out
 
 
 def _untestable(h: Hypothesis) -> str:

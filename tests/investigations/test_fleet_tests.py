@@ -164,4 +164,8 @@ def test_the_page_shows_whether_the_rule_fired_on_the_failing_part_and_not_the_r
     assert [t["name"] for t in fig["data"]] == ["healthy control windows", "failing part, its own earlier windows",
                                                 "sibling parts, same job and window", "failing part, before the outcome"]
     assert fig["data"][-1]["y"] == ["failing part, before the outcome · 4/4"]  # every bar with its count
+    # the hypothesis page's list of tests says it too, with the controls used and left out
+    row = client_for(investigator).get(h.get_absolute_url()).content.decode().split(f"job {job.pk}</a>")[1]
+    used = sum(done.result["controls"].values())
+    assert "⚑ job-wide" in row.split("</tr>")[0] and f">{used} · " in row.split("</tr>")[0]
     assert fig["data"][1]["y"][0].startswith("failing part, its own earlier windows · 0/")
