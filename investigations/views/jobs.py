@@ -63,10 +63,10 @@ def _scan_view(r: dict) -> dict:
 
 def _lag_view(r: dict) -> dict:
     """A lag analysis as the job page shows it: the figure first, then the numbers."""
-    from investigations import charts
+    from investigations import analysis_charts
 
     if r.get("kind") == "series":
-        figure = charts.lag_curve(r).to_json() if r.get("best_lag_s") is not None else None
+        figure = analysis_charts.lag_curve(r).to_json() if r.get("best_lag_s") is not None else None
         iv = r.get("best_lag_interval_s")
         return {"r": r, "figure": figure, "best": fmt_lag(r.get("best_lag_s")),
                 "interval": f"{fmt_lag(iv[0])} … {fmt_lag(iv[1])}" if iv else None}
@@ -75,7 +75,7 @@ def _lag_view(r: dict) -> dict:
         d["median"] = fmt_lag(d["median_lead_s"]) if d.get("median_lead_s") is not None else None
         iv = d.get("median_lead_interval_s")
         d["median_iv"] = f"{fmt_lag(iv[0])} … {fmt_lag(iv[1])}" if iv else None
-    return {"r": r, "rows": rows, "figure": charts.event_lead_bars(r).to_json() if any(d["n_later"] for d in rows)
+    return {"r": r, "rows": rows, "figure": analysis_charts.event_lead_bars(r).to_json() if any(d["n_later"] for d in rows)
             else None}
 
 
@@ -88,7 +88,7 @@ def fmt_lag(seconds) -> str:
 
 def _fleet_test_view(job: BackgroundJob) -> dict:
     """A fleet test's result as the job page shows it: numbers, figures, examples with links."""
-    from investigations import charts
+    from investigations import analysis_charts, charts
 
     r = job.result
     examples = r.get("examples") or []
@@ -104,20 +104,20 @@ def _fleet_test_view(job: BackgroundJob) -> dict:
     if r.get("controls_excluded") is not None:
         used = sum((r.get("controls") or {}).values())
         left = sum(r["controls_excluded"].values()) + (r.get("no_data") or {}).get("controls", 0)
-        controls = {"figure": charts.control_windows(r).to_json(), "used": used, "left": left,
-                    "reasons": [(label, r["controls_excluded"].get(key, 0)) for key, label in charts.CONTROL_REASONS]}
+        controls = {"figure": analysis_charts.control_windows(r).to_json(), "used": used, "left": left,
+                    "reasons": [(label, r["controls_excluded"].get(key, 0)) for key, label in analysis_charts.CONTROL_REASONS]}
     if r.get("lead_times_s"):
         figures.append(("lead time: first firing before t0", charts.lead_time_histogram(r["lead_times_s"]).to_json()))
     pair = None
     if r.get("side_by_side"):
         t = r.get("table") or {}
         within = int((r.get("combination") or {}).get("within_s") or 0)
-        pair = {"figure": charts.together_bars(r["side_by_side"]).to_json(), "within": fmt_lag(within).lstrip("+"),
+        pair = {"figure": analysis_charts.together_bars(r["side_by_side"]).to_json(), "within": fmt_lag(within).lstrip("+"),
                 "windows": sum(t.get(k, 0) for k in "abcd")}
     parts = None
     if r.get("component_contrasts"):
         c = r["component_contrasts"]
-        parts = {"figure": charts.part_contrasts(r).to_json(), "c": c,
+        parts = {"figure": analysis_charts.part_contrasts(r).to_json(), "c": c,
                  "rows": [("its siblings in the same job and window", c["siblings"]),
                           ("its own earlier windows", c["own_history"])]}
     return {"r": r, "h": h, "examples": examples, "figures": figures, "together": pair, "controls": controls,
