@@ -19,6 +19,11 @@ Columns:
   ``port``, ``interface``, ``cpu``, ...), read row by row as a scrape's labels are
   (``gpu=3`` -> ``gpu3``, ``device=mlx5_0,port=1`` -> ``mlx5_0/1``; a non-empty
   ``component`` wins).
+- Samples may carry the series' other labels (those the catalog does not map, e.g. ``slot``)
+  in a ``labels`` column: a JSON object (CSV: its text; Parquet: text or a map). They are not
+  part of the series key: their values are kept in ``series_labels``, one row per distinct
+  label set per series (``telemetry.ingestion.series_labels``). A label the other columns
+  read (``gpu``, ``hostname``, ``cluster``, ...) is refused there by name: give it as a column.
 - Any other missing column, or a column the table does not have, rejects the
   file (a typo must not silently drop data).
 - Identity columns (``host``, ``metric``, ``job_id``, ...) must not be empty.
@@ -93,6 +98,7 @@ _NULLABLE_TIMES = {"submit_ts", "start_ts", "end_ts"}
 class BulkResult(NamedTuple):
     table: pa.Table
     dropped_blank: int
+    labels: pa.Array | None = None  # samples: per row, its kept labels as sorted JSON pairs ('' = none)
 
 
 def read_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str,
@@ -188,6 +194,8 @@ def _read_jsonl(data: bytes, target: pa.Schema) -> _Raw:
                 if value is not None and not isinstance(value, dict):
                     raise IngestError("attributes must be a JSON object", line=lineno, field=key)
                 value = None if value is None else [(str(k), _attr_text(v)) for k, v in value.items()]
+            elif key == "labels" and isinstance(value, dict):  # read as the CSV text is (_kept_labels)
+                value = json.dumps(value)
             elif isinstance(value, (dict, list)):
                 raise IngestError("a nested value where a plain value belongs", line=lineno, field=key)
             elif isinstance(value, bool):
@@ -233,15 +241,20 @@ def _read_parquet(data: bytes) -> _Raw:
 def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line: int | None,
              local: Localizer | None = None) -> BulkResult:
     target = schema.TABLES[table_name]
+    labels = None
     if table_name == "samples":
         raw = _label_columns(raw, line_of)
+        if "labels" in raw.column_names:
+            labels = _kept_labels(raw.column("labels").combine_chunks(), line_of)
+            raw = raw.drop_columns(["labels"])
     extra = [c for c in raw.column_names if target.get_field_index(c) < 0]
     if extra:
         raise IngestError(
             f"column(s) {', '.join(map(repr, extra))} not in table {table_name} "
             f"(its columns: {', '.join(target.names)}"
             + ("; host and component may also come as labels: hostname, instance, gpu, device, port, "
-               "interface, cpu, ... (telemetry.ingestion.labels))" if table_name == "samples" else ")"),
+               "interface, cpu, ... (telemetry.ingestion.labels); any other label in a labels column, a JSON "
+               "object kept in series_labels)" if table_name == "samples" else ")"),
             line=header_line, field=extra[0],
         )
     n = raw.num_rows
@@ -262,7 +275,8 @@ def _conform(raw: pa.Table, table_name: str, cluster: str, line_of, header_line:
         dropped = n - pc.sum(keep).as_py() if n else 0
         if dropped:
             result = result.filter(keep)
-    return BulkResult(result, dropped)
+            labels = labels.filter(keep) if labels is not None else None
+    return BulkResult(result, dropped, labels)
 
 
 _LABEL_COLUMNS = frozenset(label_rules.HOST_LABELS) | label_rules.DEVICE_LABELS
@@ -296,6 +310,38 @@ def _label_columns(raw: pa.Table, line_of) -> pa.Table:
     out = raw.select(keep)
     out = out.append_column("host", pa.array(hosts, pa.string()).take(codes.indices))
     return out.append_column("component", pa.array(components, pa.string()).take(codes.indices))
+
+
+def _kept_labels(col: pa.Array, line_of) -> pa.Array:
+    """The ``labels`` column (JSON object text, or a map) as sorted JSON [label, value] pairs per
+    row ('' for none), each distinct value read once; labels another column reads are refused."""
+    if pa.types.is_map(col.type):
+        col = pa.array([None if v is None else json.dumps(dict(v)) for v in col.to_pylist()], pa.string())
+    elif pa.types.is_null(col.type):
+        col = pa.array([None] * len(col), pa.string())
+    elif not pa.types.is_string(col.type):
+        raise IngestError(f"labels must be a JSON object text or a map, not {col.type}", field="labels")
+    codes = pc.dictionary_encode(pc.fill_null(col, ""))
+    out = []
+    for i, text in enumerate(codes.dictionary.to_pylist()):
+        obj = {}
+        if text.strip():
+            try:
+                obj = json.loads(text)
+            except ValueError:
+                obj = None
+            if not isinstance(obj, dict):
+                row = pc.index(codes.indices, i).as_py()
+                raise IngestError('labels must be a JSON object text, e.g. {"slot": "3"}', line=line_of(row),
+                                  field="labels")
+        pairs = sorted((str(k), _attr_text(v)) for k, v in obj.items() if v not in (None, ""))
+        read = [k for k, _ in pairs if k in label_rules.READ]
+        if read:
+            row = pc.index(codes.indices, i).as_py()
+            raise IngestError(f"label {read[0]!r} is read from its own column (host, component, cluster or "
+                              f"inventory), not kept in labels: give it as a column", line=line_of(row), field="labels")
+        out.append(json.dumps(pairs) if pairs else "")
+    return pa.array(out, pa.string()).take(codes.indices)
 
 
 def _default_column(field: pa.Field, n: int, cluster: str) -> pa.Array:
@@ -493,7 +539,7 @@ def _to_map(col: pa.Array, typ: pa.DataType, name: str, line_of) -> pa.Array:
     if pa.types.is_map(col.type):
         return pc.cast(col, typ)
     if not pa.types.is_string(col.type):
-        raise IngestError(f"attributes must be a JSON object text or a map, not {col.type}", field=name)
+        raise IngestError(f"{name} must be a JSON object text or a map, not {col.type}", field=name)
     out = []
     for i, v in enumerate(col.to_pylist()):
         if v in (None, ""):

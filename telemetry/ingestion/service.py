@@ -25,6 +25,7 @@ byte-identical and must both be stored.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from datetime import datetime, timezone
@@ -38,6 +39,7 @@ import pyarrow.compute as pc
 
 from telemetry import catalog, catalog_store, names, retention, schema, store, writer, xid
 from telemetry.ingestion import bulk, group_commit, inventory, kernel_log, limits, localtime, normalize, sacct
+from telemetry.ingestion import series_labels
 from telemetry.ingestion import labels as label_rules
 from telemetry.ingestion.errors import IngestError
 
@@ -566,6 +568,8 @@ class BulkParsed(NamedTuple):
     time_zone: dict
     aliases: dict[str, str]  # source name -> catalog name (samples)
     unknown_metrics: list[str]
+    kept: tuple = ()  # series_labels entries of the distinct label sets of a ``labels`` column
+    labels_not_stored: dict[str, int] = {}  # label -> series carrying it (never mutated)
 
 
 def parse_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str, tz: str | None = None) -> BulkParsed:
@@ -579,10 +583,26 @@ def parse_bulk(data: bytes, fmt: str, table: str = "samples", *, cluster: str, t
     out, aliases, unknown = result.table, {}, []
     if table == "samples" and out.num_rows:
         out, aliases, unknown = _resolve_metric_names(out)
+    kept, tally = _kept_label_sets(out, result.labels) if result.labels is not None else ((), {})
     # the one rule for readings (limits): non-finite values are no data; times and names checked
     out, dropped = limits.drop_no_data(out) if table == "samples" else (out, 0)
     limits.check_table(table, out)
-    return BulkParsed(writer.conform(table, out), result.dropped_blank + dropped, local.notes(), aliases, unknown)
+    return BulkParsed(writer.conform(table, out), result.dropped_blank + dropped, local.notes(), aliases, unknown,
+                      kept, tally)
+
+
+def _kept_label_sets(table: pa.Table, labels: pa.Array) -> tuple[tuple, dict[str, int]]:
+    """(series_labels entries, label -> series) for the distinct (series, labels) of a backfill."""
+    has = pc.not_equal(labels, "")
+    if not pc.any(has).as_py():
+        return (), {}
+    cols = [table.column(c).combine_chunks().filter(has) for c in ("cluster", "host", "component", "metric")]
+    codes = pc.dictionary_encode(pc.binary_join_element_wise(*cols, labels.filter(has), "\x00"))
+    entries = []
+    for text in codes.dictionary.to_pylist():
+        cluster, host, component, metric, pairs = text.split("\x00")
+        entries.append(series_labels.entry(cluster, host, component, metric, tuple(map(tuple, json.loads(pairs)))))
+    return tuple(entries), label_rules.tally([[k for k, _ in e.fields] for e in entries], [1] * len(entries))
 
 
 def _resolve_metric_names(table: pa.Table) -> tuple[pa.Table, dict[str, str], list[str]]:
@@ -617,9 +637,11 @@ def write_bulk(parsed: BulkParsed, fmt: str, table: str = "samples", *, cluster:
     if table in ("samples", "events"):
         conformed, expired = _retained(conformed, table, skip_expired)
     written = writer.write(table, conformed, tag=f"ingest:{fmt}")
-    return IngestReport(format=fmt, cluster=cluster.strip(), rows={table: written.rows},
+    rows = {table: written.rows, **inventory.write(parsed.kept)}  # the labels column's values
+    return IngestReport(format=fmt, cluster=cluster.strip(), rows=rows,
                         dropped_blank=parsed.dropped_blank, expired=expired, time_zone=parsed.time_zone,
-                        aliases=parsed.aliases, unknown_metrics=parsed.unknown_metrics)
+                        aliases=parsed.aliases, unknown_metrics=parsed.unknown_metrics,
+                        labels_not_stored=dict(parsed.labels_not_stored))
 
 
 def ingest_bulk(path_or_bytes: str | Path | bytes, fmt: str, table: str = "samples", *,

@@ -1,11 +1,12 @@
 """Labels the catalog does not map are kept (series_labels), never dropped: on the text, remote-write
-paths, one row per distinct label set per series, written once (a warm repeat writes none)."""
+and CSV paths, one row per distinct label set per series, written once (a warm repeat writes none)."""
 from __future__ import annotations
 
 import time
 
 from telemetry import store
 from telemetry.ingestion import service
+from telemetry.ingestion.errors import IngestError
 from telemetry.ingestion.remote_write import RWSeries, encode_write_request
 
 NOW = (int(time.time()) // 60 - 30) * 60_000
@@ -72,3 +73,43 @@ def test_a_new_process_finds_the_sets_stored_and_writes_none(clean_store):
     normalize.forget_label_sets()  # as after a restart: every set resolved again
     report = service.ingest_prometheus_text(SCRAPE, "sl-cold", default_ts_ms=NOW + 60_000)
     assert "series_labels" not in report.rows and count("sl-cold") == 3
+
+
+CSV = ("ts,hostname,gpu,metric,value,labels\n"
+       '2025-03-01T00:00:00Z,sl1,0,DCGM_FI_DEV_GPU_TEMP,40,"{""slot"": ""3""}"\n'
+       '2025-03-01T00:00:00Z,sl1,0,DCGM_FI_DEV_GPU_TEMP,41,"{""slot"": ""4""}"\n'
+       '2025-03-01T00:01:00Z,sl1,0,DCGM_FI_DEV_GPU_TEMP,40,"{""slot"": ""3""}"\n'
+       '2025-03-01T00:00:00Z,sl1,1,gpu.temp,42,"{""slot"": ""5"", ""rack_unit"": ""u7""}"\n'
+       "2025-03-01T00:00:00Z,sl1,2,gpu.temp,43,\n").encode()
+
+
+def test_csv_backfill_keeps_a_labels_column(clean_store):
+    report = service.ingest_bulk(CSV, "csv", cluster="sl-csv")
+    assert report.rows == {"samples": 5, "series_labels": 3}
+    assert kept("sl-csv") == KEPT
+    assert report.labels_not_stored == {"rack_unit": 1, "slot": 3}
+    assert service.ingest_bulk(CSV, "csv", cluster="sl-csv").rows == {"samples": 5}
+    assert count("sl-csv") == 3
+
+
+def test_csv_labels_that_are_not_kept_labels_are_refused_by_name(clean_store):
+    for bad, field, words in ((CSV.replace(b'""slot""', b'""gpu""', 1), "labels", "gpu"),
+                              (CSV.replace(b'""slot"": ""3""}', b'oops', 1), "labels", "JSON"),
+                              (CSV.replace(b"labels\n", b"lables\n"), "lables", "not in table samples")):
+        try:
+            service.ingest_bulk(bad, "csv", cluster="sl-bad")
+        except IngestError as exc:
+            assert exc.field == field and words in str(exc), str(exc)
+        else:
+            raise AssertionError(f"accepted: {bad[:80]!r}")
+    assert count("sl-bad") == 0
+
+
+def test_jsonl_backfill_reads_labels_as_an_object(clean_store):
+    jsonl = (b'{"ts": "2025-03-01T00:00:00Z", "hostname": "sl1", "gpu": 0, "metric": "gpu.temp", "value": 40,'
+             b' "labels": {"slot": 3}}\n'
+             b'{"ts": "2025-03-01T00:00:00Z", "hostname": "sl1", "gpu": 0, "metric": "gpu.temp", "value": 41,'
+             b' "labels": {"slot": "4"}}\n')
+    report = service.ingest_bulk(jsonl, "jsonl", cluster="sl-jsonl")
+    assert report.rows == {"samples": 2, "series_labels": 2}
+    assert kept("sl-jsonl") == KEPT[:2]
