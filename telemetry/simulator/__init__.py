@@ -36,10 +36,10 @@ import pyarrow.compute as pc
 
 from telemetry import schema, xid
 from telemetry.simulator import failures, scheduler, signals, topology
+from telemetry.simulator.batches import sample_batches
 from telemetry.simulator.manifest import Manifest, iso
 from telemetry.simulator.signals import COMPONENT_SETS, SERIES, Injection, Timeline
 
-BATCH_ROWS = 1_000_000
 SCENARIOS = ("demo", "realistic")
 MAX_CHUNK_CELLS = 400_000  # hosts x steps per chunk: bounds memory (~8 GPUs x 8 B x a few arrays)
 
@@ -421,67 +421,12 @@ def generate(cfg: SimConfig, manifest: Manifest | None = None) -> Iterator[tuple
 
 def _sample_batches(cfg, topo, sched, jobs, injections, manifest):
     gen = signals.SignalGenerator(cfg.hosts, cfg.interval_s, cfg.start_s, cfg.seed, injections)
-    metric_names = sorted({m for m, _ in SERIES})
-    metric_idx = {m: i for i, m in enumerate(metric_names)}
-    comp_names = sorted({c for cs in COMPONENT_SETS.values() for c in cs})
-    comp_idx = {c: i for i, c in enumerate(comp_names)}
-    metric_arr, comp_arr = pa.array(metric_names), pa.array(comp_names)
-    host_arr, cluster_arr = pa.array(topo.names), pa.array([cfg.cluster])
-    dt_ms = cfg.interval_s * 1000
-    start_ms = int(round(cfg.start_s * 1000))
-    steps_per_day = max(1, int(86400 // cfg.interval_s))
-    chunk = max(1, min(steps_per_day, MAX_CHUNK_CELLS // cfg.hosts))
-    total = 0
-    k0 = 0
-    while k0 < cfg.steps:
-        day_end = ((k0 // steps_per_day) + 1) * steps_per_day  # one partition per insert
-        k1 = min(cfg.steps, k0 + chunk, day_end)
+
+    def chunk(k0: int, k1: int):
         tl = _timeline(cfg, sched, jobs, injections, k0, k1)
-        T = k1 - k0
-        ts = start_ms + np.arange(k0, k1, dtype=np.int64) * dt_ms
-        parts: list[tuple] = []
-        rows = 0
-        for metric, cset, values in gen.chunk(k0, k1, tl):
-            C = len(COMPONENT_SETS[cset])
-            mask = np.broadcast_to(tl.up[:, None, :], (cfg.hosts, C, T))
-            if metric == "job.step_time_s":
-                mask = mask & ~np.isnan(values)
-            flat = mask.reshape(-1)
-            n = int(flat.sum())
-            if n == 0:
-                continue
-            cidx = np.array([comp_idx[c] for c in COMPONENT_SETS[cset]], np.int32)
-            parts.append((
-                np.tile(ts, cfg.hosts * C)[flat],
-                np.repeat(np.arange(cfg.hosts, dtype=np.int32), C * T)[flat],
-                np.tile(np.repeat(cidx, T), cfg.hosts)[flat],
-                metric_idx[metric], n,
-                np.asarray(values, dtype=np.float64).reshape(-1)[flat],
-            ))
-            rows += n
-            if rows >= BATCH_ROWS:
-                yield "samples", _samples_table(parts, host_arr, comp_arr, metric_arr, cluster_arr)
-                total += rows
-                parts, rows = [], 0
-        if parts:
-            yield "samples", _samples_table(parts, host_arr, comp_arr, metric_arr, cluster_arr)
-            total += rows
-        k0 = k1
-    if manifest is not None:
-        manifest.counts["samples"] = total
+        return tl.up, gen.chunk(k0, k1, tl)
 
-
-def _samples_table(parts, host_arr, comp_arr, metric_arr, cluster_arr) -> pa.Table:
-    ts = np.concatenate([p[0] for p in parts])
-    n = len(ts)
-    return pa.Table.from_arrays([
-        pa.array(ts, schema.TS),
-        pc.take(cluster_arr, pa.array(np.zeros(n, np.int32))),
-        pc.take(host_arr, pa.array(np.concatenate([p[1] for p in parts]))),
-        pc.take(comp_arr, pa.array(np.concatenate([p[2] for p in parts]))),
-        pc.take(metric_arr, pa.array(np.concatenate([np.full(p[4], p[3], np.int32) for p in parts]))),
-        pa.array(np.concatenate([p[5] for p in parts])),
-    ], schema=schema.SAMPLES)
+    return sample_batches(cfg, topo.names, COMPONENT_SETS, SERIES, MAX_CHUNK_CELLS, chunk, manifest)
 
 
 @dataclass

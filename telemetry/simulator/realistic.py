@@ -54,13 +54,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry import schema, xid
-from telemetry.simulator import failures, topology
+from telemetry.simulator import failures, scheduler, topology
+from telemetry.simulator.batches import sample_batches
 from telemetry.simulator.failures import Cause
 from telemetry.simulator.haystack import COMPONENT_SETS, SERIES, Effect, Haystack, estimated_series_per_host
 from telemetry.simulator.manifest import iso
 from telemetry.simulator.scheduler import MODELS, USERS, Job, _size_choices
 
-BATCH_ROWS = 1_000_000
 MAX_CHUNK_CELLS = 12_000  # hosts x steps per chunk: the per-NVLink arrays are 144 x that
 DEFAULT_FAILURE_SCALE = 20.0
 PRECURSOR_P = 0.7
@@ -421,40 +421,7 @@ def _schedule(topo, horizon: float, scale: float, rng) -> Plan:
             free_at[fh] = max(free_at[fh], job.failure.down_until_s + 300)
         plan.jobs.append(job)
 
-    order = list(range(n_hosts))
-    busy_target = int(0.85 * n_hosts)
-    while True:  # mid-flight at t=0
-        spec = new_spec(0.0)
-        free = [h for h in order if free_at[h] <= 0.0 and down_at(h, 0.0) is None]
-        if n_hosts - len(free) + spec["n"] > busy_target or spec["n"] > len(free):
-            break
-        hosts = free[: spec["n"]] if spec["n"] == sizes[-1] else free[-spec["n"]:]
-        spec["submit_s"] = -float(rng.uniform(0.5, 1.0)) * spec["work_s"]
-        start(spec, 0.0, sorted(hosts), already_run_s=float(rng.uniform(0.05, 0.8)) * spec["work_s"])
-    t, ai = 0.0, 0
-    while t < horizon:
-        while ai < len(arrivals) and arrivals[ai]["submit_s"] <= t:
-            queue.append(arrivals[ai])
-            ai += 1
-        free = [h for h in order if free_at[h] <= t and down_at(h, t) is None]
-        started = False
-        for spec in list(queue):
-            if spec["submit_s"] > t or spec["n"] > len(free):
-                continue
-            hosts = free[: spec["n"]] if spec["n"] == sizes[-1] else free[-spec["n"]:]
-            queue.remove(spec)
-            start(spec, t, sorted(hosts))
-            started = True
-            break
-        if started:
-            continue
-        nxt = [x for x in free_at if x > t] + [w for w in wakeups[np.searchsorted(wakeups, t, side="right"):][:1]]
-        if ai < len(arrivals):
-            nxt.append(arrivals[ai]["submit_s"])
-        nxt += [s["submit_s"] for s in queue if s["submit_s"] > t]
-        if not nxt:
-            break
-        t = min(nxt)
+    scheduler.run(horizon, n_hosts, sizes[-1], new_spec, start, free_at, arrivals, queue, rng, down_at, wakeups)
     every = sorted((f for fs in per_host.values() for f in fs), key=lambda f: (f.t0_s, f.host))
     plan.failures = [f for f in every if f.t0_s < horizon]
     plan.down = sorted(((f.host, f.t0_s, f.down_until_s) for f in plan.failures if f.down_until_s > f.t0_s),
@@ -954,56 +921,8 @@ def _components_table(topo, up_ms) -> pa.Table:
 
 
 def _sample_batches(cfg, topo, plan: Plan, hay: Haystack, manifest, timeline):
-    metric_names = sorted({m for m, _ in SERIES})
-    metric_idx = {m: i for i, m in enumerate(metric_names)}
-    comp_names = sorted({c for cs in COMPONENT_SETS.values() for c in cs})
-    comp_idx = {c: i for i, c in enumerate(comp_names)}
-    metric_arr, comp_arr = pa.array(metric_names), pa.array(comp_names)
-    host_arr, cluster_arr = pa.array(topo.names), pa.array([cfg.cluster])
-    dt_ms = cfg.interval_s * 1000
-    start_ms = int(round(cfg.start_s * 1000))
-    steps_per_day = max(1, int(86400 // cfg.interval_s))
-    chunk = max(1, min(steps_per_day, MAX_CHUNK_CELLS // cfg.hosts))
-    total, k0 = 0, 0
-    while k0 < cfg.steps:
-        day_end = ((k0 // steps_per_day) + 1) * steps_per_day
-        k1 = min(cfg.steps, k0 + chunk, day_end)
+    def chunk(k0: int, k1: int):
         tl = timeline(cfg, plan, plan.jobs, None, k0, k1)
-        T = k1 - k0
-        ts = start_ms + np.arange(k0, k1, dtype=np.int64) * dt_ms
-        parts, rows = [], 0
-        for metric, cset, values in hay.chunk(k0, k1, tl):
-            C = len(COMPONENT_SETS[cset])
-            values = np.asarray(values, dtype=np.float64).reshape(cfg.hosts, C, T)
-            mask = np.broadcast_to(tl.up[:, None, :], (cfg.hosts, C, T)) & np.isfinite(values)
-            flat = mask.reshape(-1)
-            n = int(flat.sum())
-            if n == 0:
-                continue
-            cidx = np.array([comp_idx[c] for c in COMPONENT_SETS[cset]], np.int32)
-            parts.append((np.tile(ts, cfg.hosts * C)[flat], np.repeat(np.arange(cfg.hosts, dtype=np.int32), C * T)[flat],
-                          np.tile(np.repeat(cidx, T), cfg.hosts)[flat], metric_idx[metric], n, values.reshape(-1)[flat]))
-            rows += n
-            if rows >= BATCH_ROWS:
-                yield "samples", _table(parts, host_arr, comp_arr, metric_arr, cluster_arr)
-                total += rows
-                parts, rows = [], 0
-        if parts:
-            yield "samples", _table(parts, host_arr, comp_arr, metric_arr, cluster_arr)
-            total += rows
-        k0 = k1
-    if manifest is not None:
-        manifest.counts["samples"] = total
+        return tl.up, hay.chunk(k0, k1, tl)
 
-
-def _table(parts, host_arr, comp_arr, metric_arr, cluster_arr) -> pa.Table:
-    ts = np.concatenate([p[0] for p in parts])
-    n = len(ts)
-    return pa.Table.from_arrays([
-        pa.array(ts, schema.TS),
-        pc.take(cluster_arr, pa.array(np.zeros(n, np.int32))),
-        pc.take(host_arr, pa.array(np.concatenate([p[1] for p in parts]))),
-        pc.take(comp_arr, pa.array(np.concatenate([p[2] for p in parts]))),
-        pc.take(metric_arr, pa.array(np.concatenate([np.full(p[4], p[3], np.int32) for p in parts]))),
-        pa.array(np.concatenate([p[5] for p in parts])),
-    ], schema=schema.SAMPLES)
+    return sample_batches(cfg, topo.names, COMPONENT_SETS, SERIES, MAX_CHUNK_CELLS, chunk, manifest)

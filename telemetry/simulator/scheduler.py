@@ -187,42 +187,50 @@ def schedule(topo: Topology, horizon_s: float, failure_scale: float, rng: np.ran
             free_at[job.failure.host] = max(free_at[job.failure.host], job.failure.down_until_s + 300)
         jobs.append(job)
 
-    # the fleet is mid-flight at t=0: fill ~85% of it with jobs that started earlier
-    order = list(range(n_hosts))
+    run(horizon_s, n_hosts, sizes[-1], new_spec, start, free_at, arrivals, queue, rng)
+    return Schedule(jobs, sorted(fails, key=lambda f: f.t0_s), sorted(down, key=lambda d: d[1]), red)
+
+
+def run(horizon_s: float, n_hosts: int, largest: int, new_spec, start, free_at, arrivals: list[dict], queue: list[dict],
+        rng, down_until=None, wakeups=None) -> None:
+    """The scheduler's loop, shared by both scenarios. The fleet is mid-flight at t=0: ~85 % of it
+    runs jobs that started earlier. Then, at each moment something changes (a host frees up or comes
+    back, a job is submitted), the first queued job that fits starts; the largest jobs take the
+    lowest-numbered free hosts, the others the highest. ``start(spec, t, hosts, already_run_s=0)``
+    sets ``free_at`` of its hosts and may queue a resubmission; ``down_until(h, t)`` (None when up)
+    and the sorted reboot times ``wakeups`` keep jobs off hosts that are down."""
+    def free(t: float) -> list[int]:
+        return [h for h in range(n_hosts) if free_at[h] <= t and (down_until is None or down_until(h, t) is None)]
+
+    def hosts_for(n: int, idle: list[int]) -> list[int]:
+        return sorted(idle[:n] if n == largest else idle[-n:])
+
     busy_target = int(0.85 * n_hosts)
     while True:
         spec = new_spec(0.0)
-        free = [h for h in order if free_at[h] <= 0.0]
-        if n_hosts - len(free) + spec["n"] > busy_target or spec["n"] > len(free):
+        idle = free(0.0)
+        if n_hosts - len(idle) + spec["n"] > busy_target or spec["n"] > len(idle):
             break
-        hosts = free[: spec["n"]] if spec["n"] == sizes[-1] else free[-spec["n"]:]
+        hosts = hosts_for(spec["n"], idle)
         spec["submit_s"] = -float(rng.uniform(0.5, 1.0)) * spec["work_s"]
-        start(spec, 0.0, sorted(hosts), already_run_s=float(rng.uniform(0.05, 0.8)) * spec["work_s"])
-
-    t = 0.0
-    ai = 0
+        start(spec, 0.0, hosts, already_run_s=float(rng.uniform(0.05, 0.8)) * spec["work_s"])
+    t, ai = 0.0, 0
     while t < horizon_s:
         while ai < len(arrivals) and arrivals[ai]["submit_s"] <= t:
             queue.append(arrivals[ai])
             ai += 1
-        free = [h for h in order if free_at[h] <= t]
-        started = False
-        for spec in list(queue):
-            if spec["submit_s"] > t:
-                continue
-            if spec["n"] <= len(free):
-                hosts = free[: spec["n"]] if spec["n"] == sizes[-1] else free[-spec["n"]:]
-                queue.remove(spec)
-                start(spec, t, sorted(hosts))
-                started = True
-                break
-        if started:
+        idle = free(t)
+        spec = next((s for s in queue if s["submit_s"] <= t and s["n"] <= len(idle)), None)
+        if spec is not None:
+            queue.remove(spec)
+            start(spec, t, hosts_for(spec["n"], idle))
             continue
         nxt = [x for x in free_at if x > t]
+        if wakeups is not None:
+            nxt += list(wakeups[np.searchsorted(wakeups, t, side="right"):][:1])
         if ai < len(arrivals):
             nxt.append(arrivals[ai]["submit_s"])
         nxt += [s["submit_s"] for s in queue if s["submit_s"] > t]
         if not nxt:
             break
         t = min(nxt)
-    return Schedule(jobs, sorted(fails, key=lambda f: f.t0_s), sorted(down, key=lambda d: d[1]), red)
