@@ -4,7 +4,8 @@ which of them to chart, and how whole each one is (samples, usual step, gaps).
 ``host_signals(cluster, host, start, end)`` picks the range (the last ``DEFAULT_DAYS`` up to
 the host's newest sample, from its first sample at the earliest, when none is given; a range longer than the overlay's
 ``MAX_WINDOW_S`` is cut to its last part, and says so), lists what the host stored there,
-chooses the main signals and charts them with the case overlay (``telemetry.queries.overlay``:
+with the labels kept beside each series (``series_labels``: several label sets = series merged
+into one row key), chooses the main signals and charts them with the case overlay (``telemetry.queries.overlay``:
 same queries, same downsampling, bands off), t0 being the range's end. The chart is drawn by
 ``investigations.charts.overlay_figure``, which breaks lines at gaps.
 
@@ -19,11 +20,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from telemetry import catalog, store
+from telemetry.ingestion import series_labels
 from telemetry.queries import overlay
 
 DEFAULT_DAYS = 7
 MAX_METRICS = 6
 MAX_SERIES = 32
+MAX_LABEL_SETS = 4  # kept label sets shown per series
 GAP_STEPS = 3  # a gap: more than this many usual steps without a sample (as the chart breaks lines)
 QUERY_TIMEOUT_S = 30
 
@@ -38,6 +41,14 @@ class SeriesFacts:
     step_s: float = 0.0  # the usual (median) time between samples
     gaps: int = 0  # stretches without samples longer than GAP_STEPS usual steps
     longest_gap_s: float = 0.0
+    labels: list[str] = field(default_factory=list)  # kept label sets (series_labels), 'slot=3 rack=u7'; >1: merged
+
+    @property
+    def labels_shown(self) -> str:
+        """The kept label sets, at most ``MAX_LABEL_SETS`` of them."""
+        shown = " · ".join(self.labels[:MAX_LABEL_SETS])
+        more = len(self.labels) - MAX_LABEL_SETS
+        return shown + (f" · {more} more" if more > 0 else "")
 
 
 @dataclass
@@ -154,10 +165,12 @@ def host_signals(cluster: str, host: str, start: datetime | None = None, end: da
     if not rows:
         return out
     gaps = _gaps(cluster, host, start, end, rows)
+    kept = series_labels.for_host(cluster, host)
     for metric, component, n, first, last in rows:
         step, n_gaps, longest = gaps.get((metric, component), (0.0, 0, 0.0))
+        labels = [" ".join(f"{k}={v}" for k, v in sorted(s.items())) for s in kept.get((metric, component), ())]
         out.series.append(SeriesFacts(catalog.resolve(metric).name, component, int(n), _utc(first), _utc(last),
-                                      step, n_gaps, longest))
+                                      step, n_gaps, longest, labels))
     window = int((end - start).total_seconds())
     q = overlay.OverlayQuery(
         cluster=cluster, t0=end, start_offset_s=-window, end_offset_s=0, max_points=max_points, band="peers",

@@ -113,3 +113,19 @@ def test_jsonl_backfill_reads_labels_as_an_object(clean_store):
     report = service.ingest_bulk(jsonl, "jsonl", cluster="sl-jsonl")
     assert report.rows == {"samples": 2, "series_labels": 2}
     assert kept("sl-jsonl") == KEPT[:2]
+
+
+def test_the_host_page_lists_each_series_kept_labels_and_says_when_sets_merged(alice_client, clean_store):
+    service.ingest_prometheus_text(SCRAPE, "sl-text", default_ts_ms=NOW)
+    service.ingest_bulk(CSV, "csv", cluster="sl-csv")
+    series = [RWSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "4", "Hostname": "sl1", "slot": "9"}, [NOW], [1.0])]
+    service.ingest_remote_write(encode_write_request(series), "sl-text")
+    for cluster in ("sl-text", "sl-csv"):
+        body = alice_client.get("/hosts/sl1/", {"cluster": cluster}).content.decode()
+        table = body[body.index("signal-facts"):body.index("</table>", body.index("signal-facts"))]
+        rows = {r.split("</td>")[1].rsplit(">", 1)[-1]: r for r in table.split("<tr>")[2:]}  # part -> row
+        assert "2 sets merged:</span> slot=3 · slot=4" in rows["gpu0"], rows["gpu0"]
+        assert "rack_unit=u7 slot=5" in rows["gpu1"] and "merged" not in rows["gpu1"]
+        assert "—</td></tr>" in rows["gpu2"]  # nothing kept
+        if cluster == "sl-text":  # pushed by remote-write
+            assert "slot=9" in rows["gpu4"]
