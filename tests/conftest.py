@@ -41,10 +41,12 @@ def telemetry_store():
 @pytest.fixture
 def clean_store(telemetry_store):
     """An empty store for this test (and no memory of requests stored before it)."""
-    from telemetry.ingestion import group_commit, inventory
+    from telemetry.ingestion import group_commit, normalize
 
     group_commit.reset()
-    inventory.forget()  # what this process knows of the inventory rows just emptied
+    # label sets resolved by earlier tests would note no inventory or kept labels into the emptied
+    # tables; forgetting them also forgets what this process knows of the inventory rows
+    normalize.forget_label_sets()
     for table in TELEMETRY_TABLES:
         telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
     yield telemetry_store
