@@ -89,7 +89,8 @@ def test_a_dcgm_scrape_lands_and_the_report_says_what_was_dropped(client, clean_
     response = post(client, "prometheus", DCGM, token)
     assert response.status_code == 200, response.content
     body = response.json()
-    assert body["rows"] == {"samples": 2} and body["dropped_blank"] == 1
+    # the GPUs' identity labels are inventory rows (every clean store: their label sets are new again)
+    assert body["rows"] == {"samples": 2, "components": 2} and body["dropped_blank"] == 1
     assert samples_count(f"metric = '{catalog.resolve('DCGM_FI_DEV_GPU_TEMP').name}' AND host = 'gpu-a001'") == 2
 
 
