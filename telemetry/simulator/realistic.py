@@ -35,8 +35,9 @@ Background
     43 from applications, 45 after killed jobs, 63 without a failure, 119 that recovers), link
     flaps, thermal throttling, OOM kills.
 Confounders
-    Heavy phases (job-wide power and temperature rises) and checkpoint bursts just before many
-    failures; temperature follows load; the firmware above.
+    Heavy phases (job-wide power and temperature rises) end just before 45 % of interruptions, a
+    checkpoint write is under way at the last scrape before 35 % (minutes before t0 at 300 s);
+    temperature follows load; the firmware above.
 Slurm as it is
     ``reason`` is Slurm's (``None``), the exit code is the batch script's: neither names the
     cause. Jobs submitted with requeue allowed (40 %) are requeued by Slurm after a node failure
@@ -288,7 +289,7 @@ def _correlated_events(topo, horizon: float, scale: float, rate_s: float, hazard
     return correlated
 
 
-def _schedule(topo, horizon: float, scale: float, rng) -> Plan:
+def _schedule(topo, horizon: float, scale: float, rng, interval_s: float) -> Plan:
     n_hosts = len(topo.hosts)
     per_host, correlated, lemons, hazard = _host_failures(topo, horizon, scale, rng)
     down_iv = {h: [(f.t0_s, f.down_until_s) for f in fs if f.down_until_s > f.t0_s] for h, fs in per_host.items()}
@@ -384,13 +385,16 @@ def _schedule(topo, horizon: float, scale: float, rng) -> Plan:
                 job.heavy.append((hs, he, float(rng.uniform(0.07, 0.1))))
                 plan.confounders.append({"kind": "heavy_phase_before_failure", "job": job, "hosts": hosts,
                                          "start_s": hs, "end_s": he, "t0_s": f.t0_s})
-            if rng.random() < 0.35:  # a checkpoint write starts minutes before t0
-                lead = float(rng.uniform(60, 600))
-                job.ckpt_offset_s = (f.t0_s - lead - begin) % job.ckpt_period_s
-                job.ckpt_dur_s = min(job.ckpt_dur_s, lead + 60)
-                plan.confounders.append({"kind": "checkpoint_before_failure", "job": job, "hosts": hosts,
-                                         "start_s": f.t0_s - lead, "end_s": f.t0_s - lead + job.ckpt_dur_s,
-                                         "t0_s": f.t0_s})
+            if rng.random() < 0.35:
+                # a checkpoint write is under way at the last scrape before t0 (so the data shows it:
+                # a write of a few minutes between two scrapes would leave no trace in the samples)
+                scrape = math.floor((f.t0_s - 1.0) / interval_s) * interval_s
+                ck_s = scrape - float(rng.uniform(0.0, 0.8)) * job.ckpt_dur_s
+                if ck_s > a:
+                    job.ckpt_offset_s = (ck_s - begin) % job.ckpt_period_s
+                    plan.confounders.append({"kind": "checkpoint_before_failure", "job": job, "hosts": hosts,
+                                             "start_s": ck_s, "end_s": min(ck_s + job.ckpt_dur_s, f.t0_s),
+                                             "t0_s": f.t0_s})
             remaining = planned_end - f.t0_s
             if remaining > 600:
                 if spec["requeue"] and cause.state in ("NODE_FAIL", "REQUEUED"):
@@ -842,7 +846,7 @@ def generate(cfg, manifest=None):
 
     topo = topology.build(cfg.cluster, cfg.hosts, _rng(cfg, 1))
     horizon = cfg.steps * cfg.interval_s
-    plan = _schedule(topo, horizon, cfg.failure_scale, _rng(cfg, 2))
+    plan = _schedule(topo, horizon, cfg.failure_scale, _rng(cfg, 2), cfg.interval_s)
     P, fail_entries, alarm_entries, confounders, background = _plan_everything(cfg, topo, plan, _rng(cfg, 3))
     rack_of = np.array([int(h.rack.split("-")[1]) for h in topo.hosts])
     hay = Haystack(cfg.hosts, cfg.interval_s, cfg.start_s, cfg.seed, plan.jobs, [], rack_of)

@@ -45,17 +45,30 @@ def down_periods(store, cluster: str, cfg: SimConfig) -> dict[str, int]:
     return out
 
 
+@pytest.fixture(scope="module", params=[1, 2])
+def built(request, telemetry_store):
+    """A small fleet per seed, through the writer (removed afterwards)."""
+    cfg = config(seed=request.param, cluster=f"realistic-conf-{request.param}")
+
+    def clear():
+        for table in TABLES:
+            telemetry_store.command(f"ALTER TABLE {table} DELETE WHERE cluster = {{c:String}}", {"c": cfg.cluster},
+                                    tag="test")
+
+    clear()
+    yield cfg, simulate(cfg).to_dict(), telemetry_store
+    clear()
+
+
+def rows(store, cfg, sql, **params):
+    return store.query_rows(sql, {"c": cfg.cluster, **params}, tag="test", timeout_s=120)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2])
-def test_the_firmware_red_herring_and_the_lemons_materialise_in_the_store(telemetry_store, seed):
-    cfg = config(seed=seed, cluster=f"realistic-conf-{seed}")
-    for table in TABLES:
-        telemetry_store.command(f"ALTER TABLE {table} DELETE WHERE cluster = {{c:String}}", {"c": cfg.cluster},
-                                tag="test")
-    manifest = simulate(cfg).to_dict()
-    down = down_periods(telemetry_store, cfg.cluster, cfg)
-    firmware = dict(telemetry_store.query_rows("SELECT host, firmware_version FROM hosts FINAL WHERE cluster = {c:String}",
-                                               {"c": cfg.cluster}, tag="test"))
+def test_the_firmware_red_herring_and_the_lemons_materialise_in_the_store(built):
+    cfg, manifest, store = built
+    down = down_periods(store, cfg.cluster, cfg)
+    firmware = dict(rows(store, cfg, "SELECT host, firmware_version FROM hosts FINAL WHERE cluster = {c:String}"))
     assert len(firmware) == cfg.hosts and len(down) == cfg.hosts
     hot = [h for h, fw in firmware.items() if fw == FW_HOT]
     host_share = len(hot) / cfg.hosts
@@ -68,9 +81,29 @@ def test_the_firmware_red_herring_and_the_lemons_materialise_in_the_store(teleme
     lemons = [entry["host"] for entry in manifest["lemons"]]
     assert lemons and all(firmware[h] == FW_HOT for h in lemons)
     assert all(down[h] >= 2 for h in lemons), {h: down[h] for h in lemons}
-    for table in TABLES:
-        telemetry_store.command(f"ALTER TABLE {table} DELETE WHERE cluster = {{c:String}}", {"c": cfg.cluster},
-                                tag="test")
+
+
+@pytest.mark.slow
+def test_heavy_phases_and_checkpoints_before_failures_show_in_the_samples(built):
+    cfg, manifest, store = built
+    sql = ("SELECT avg(value), count() FROM samples WHERE cluster = {c:String} AND metric = {m:String} "
+           "AND host IN {h:Array(String)} AND ts >= {a:DateTime64(3)} AND ts <= {b:DateTime64(3)}")
+    checkpoints = [c for c in manifest["confounders"] if c["kind"] == "checkpoint_before_failure"]
+    heavy = [c for c in manifest["confounders"] if c["kind"] == "heavy_phase_before_failure"]
+    assert checkpoints and heavy
+    for c in checkpoints:  # the write is under way at a scrape before t0, on every host of the job
+        (mean, n), = rows(store, cfg, sql, m="storage.checkpoint_write_throughput", h=c["hosts"],
+                          a=parse_iso(c["start"]), b=parse_iso(c["end"]))
+        assert n >= len(c["hosts"]) and mean > 0, c
+    ratios = []
+    for c in heavy:  # job-wide power up against the same hosts' compute power in the hours before
+        a, b = parse_iso(c["start"]), parse_iso(c["end"])  # (checkpoints, hangs and idle hosts left out: > 300 W)
+        (during, n), = rows(store, cfg, sql + " AND value > 300", m="gpu.power", h=c["hosts"], a=a, b=b)
+        (before, m), = rows(store, cfg, sql + " AND value > 300", m="gpu.power", h=c["hosts"],
+                            a=a - timedelta(hours=4), b=a - timedelta(minutes=10))
+        if n and m:
+            ratios.append(during / before)
+    assert ratios and np.median(ratios) > 1.02, ratios
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
