@@ -224,7 +224,12 @@ def rewrite_stored(alias: str, target: str, scale: float = 1.0) -> int:
             {"target": target, "scale": float(scale), "alias": alias, "lo": start, "hi": start + step},
             tag="catalog:rewrite")
         start += step
-    for table in ("samples", "samples_1m", "band_1m"):
+    # the labels kept beside those series (telemetry.ingestion.series_labels) follow them
+    store.command("INSERT INTO series_labels (cluster, host, component, metric, labels, first_seen, last_seen) "
+                  "SELECT cluster, host, component, {target:String}, labels, first_seen, last_seen "
+                  "FROM series_labels FINAL WHERE metric = {alias:String}",
+                  {"target": target, "alias": alias}, tag="catalog:rewrite")
+    for table in ("samples", "samples_1m", "band_1m", "series_labels"):
         store.command(f"ALTER TABLE {_local(table)} DELETE WHERE metric = {{alias:String}} "
                       "SETTINGS mutations_sync = 2", {"alias": alias}, tag="catalog:rewrite")
     return int(n)

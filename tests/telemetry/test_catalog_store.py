@@ -25,7 +25,7 @@ NOW_S = int(time.time()) // 60 * 60 - 3600
 
 
 def scrape(name: str, n: int = 4) -> str:
-    return "".join(f'{name}{{component="gpu{i}",hostname="n7"}} {50 + i}\n' for i in range(n))
+    return "".join(f'{name}{{component="gpu{i}",hostname="n7",slot="{i}"}} {50 + i}\n' for i in range(n))
 
 
 def test_a_custom_metric_is_in_the_catalog_of_every_reader(user_catalog):
@@ -61,6 +61,8 @@ def test_ingest_uses_a_new_alias_and_names_stored_before_are_moved_without_reing
     assert got == [("gpu.mem_free_pct", f"gpu{i}", 50.0 + i) for i in range(4)]
     minutes = store.query_rows("SELECT metric, sum(count) FROM samples_1m GROUP BY metric", tag="test")
     assert minutes == [("gpu.mem_free_pct", 4)]  # the rollup follows the move
+    kept = store.query_rows("SELECT metric, component, labels FROM series_labels FINAL ORDER BY component", tag="test")
+    assert kept == [("gpu.mem_free_pct", f"gpu{i}", {"slot": str(i)}) for i in range(4)]  # kept labels follow it
     # the next scrape under the old name lands under the metric (the parsers' caches were dropped)
     report = service.ingest_prometheus_text(scrape("mem_free_pct"), "c", default_ts_ms=(NOW_S + 60) * 1000)
     assert report.unknown_metrics == []
