@@ -215,8 +215,8 @@ _RW_CONTENT_TYPES = ("application/x-protobuf",)
 def ingest_remote_write(request):
     """Point ``remote_write.url`` here. Query: ``cluster``, ``skip_expired``, ``report`` (1: answer
     200 with the ingest report, as the other endpoints do). 204 on success, with the rows
-    written, the labels not stored (``label=series,...``) and unknown names in ``X-Precursor-*``
-    headers; 400 on bad data (not retried), 415 on a wrong encoding or remote-write 2.0, 503 when
+    written, the labels not part of the series key (``label=series,...``; their values are kept in
+    ``series_labels``) and unknown names in ``X-Precursor-*`` headers; 400 on bad data (not retried), 415 on a wrong encoding or remote-write 2.0, 503 when
     the store is down (retried)."""
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     ctype = request.headers.get("Content-Type", "").strip()

@@ -10,9 +10,11 @@ CSV / JSON Lines / Parquet backfills).
   ``psu``, ``fan``, ``nvme``), else '' (host level).
 - **read**: those labels, ``cluster``, ``__name__`` and the identity labels the inventory keeps
   (``telemetry.ingestion.inventory``: UUID, PCI bus id, model, serial, driver, firmware).
-- **not stored** (``not_stored``): every other label with a value. Series that differ only in
-  such labels share one row key; every path reports them (label -> series that carried it) in
-  the ingest summary's ``labels_not_stored``, whether or not they merged series.
+- **not in the series key** (``not_stored``): every other label with a value. Series that differ
+  only in such labels share one row key; their values are kept in the ``series_labels`` table
+  (``telemetry.ingestion.series_labels``, one row per distinct label set per series), and every
+  path reports them (label -> series that carried it) in the ingest summary's
+  ``labels_not_stored``, whether or not they merged series.
 """
 from __future__ import annotations
 

@@ -129,3 +129,20 @@ def test_the_host_page_lists_each_series_kept_labels_and_says_when_sets_merged(a
         assert "—</td></tr>" in rows["gpu2"]  # nothing kept
         if cluster == "sl-text":  # pushed by remote-write
             assert "slot=9" in rows["gpu4"]
+
+
+def test_parquet_backfill_reads_labels_as_a_map_or_json_text(clean_store):
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for cluster, labels in (("sl-pq-map", pa.array([[("slot", "3")], [("slot", "4")]],
+                                                    pa.map_(pa.string(), pa.string()))),
+                            ("sl-pq-text", pa.array(['{"slot": "3"}', '{"slot": "4"}']))):
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"ts": ["2025-03-01T00:00:00Z"] * 2, "hostname": ["sl1"] * 2, "gpu": ["0", "0"],
+                                 "metric": ["gpu.temp"] * 2, "value": [40.0, 41.0], "labels": labels}), buf)
+        assert service.ingest_bulk(buf.getvalue(), "parquet", cluster=cluster).rows == {
+            "samples": 2, "series_labels": 2}
+        assert kept(cluster) == KEPT[:2]
