@@ -569,9 +569,10 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
 def _text_run(server: Server, text_bodies: list[bytes], t0: int, options: dict, progress) -> dict:
     progress(f"text: warm pass over the {len(text_bodies):,} hosts …")
     text_warm = Tally()
-    start = time.perf_counter()
+    start, warm_cpu = time.perf_counter(), server.cpu_s()
     _text_phase(server, text_bodies, options["relays"], t0, None, 0, text_warm)
     warm_s = time.perf_counter() - start
+    warm_cpu = server.cpu_s() - warm_cpu
     progress(f"text: warm pass {text_warm.samples:,} samples in {warm_s:.1f} s; timed {options['text_seconds']:.0f} s …")
     text_tally = Tally()
     start, cpu = time.perf_counter(), server.cpu_s()
@@ -584,6 +585,7 @@ def _text_run(server: Server, text_bodies: list[bytes], t0: int, options: dict, 
         "text_samples_per_s": round(text_tally.samples / text_elapsed),
         "text_p95_ms": _p(text_tally.latencies, 95),
         "text_warm_pass_s": round(warm_s, 1),
+        "text_warm_server_cpu_ms_per_request": round(1000 * warm_cpu / max(1, text_warm.requests), 2),
         # what the server process itself spent per scrape (the relays and other load excluded)
         "text_server_cpu_ms_per_request": round(1000 * cpu / max(1, text_tally.requests), 2),
         "text_server_cores_used": round(cpu / text_elapsed, 2),
