@@ -168,6 +168,7 @@ class _TextSeries:
         self.names: dict[str, int] = {}  # bare metric name (lines without labels)
         self.by_labels: dict[tuple, int] = {}  # (name, sorted labels)
         self.keys: list[tuple] = []  # series number -> (name, sorted labels)
+        self.pairs: dict[tuple[str, str], tuple[str, str]] = {}  # each label pair once
         self.hostless: dict[int, tuple] = {}  # series without a host label -> (name, labels)
         self.hostless_inventory: dict[int, list] = {}  # such series' inventory entries (placeholder host)
         self.inventory_noted: set[tuple[str, int]] = set()  # (default host, series) already noted
@@ -208,6 +209,10 @@ class _TextSeries:
         i = self.by_labels.get(key)
         if i is not None:
             return i
+        # Kept for the context's life: one copy of each label pair (a GPU's 25 DCGM fields share
+        # their pairs, every host its model and driver pairs): ~0.8 instead of ~2 KB per series.
+        pairs = self.pairs
+        key = (sys.intern(name), tuple([pairs.setdefault(p, p) for p in labels]))
         try:
             res = _resolve(name, dict(labels), self.cluster, None)
         except IngestError as exc:
