@@ -37,8 +37,8 @@ the window, the gauge's mean) is kept: the pin rule sets its threshold in the me
 How it runs
 -----------
 In the engine, for a batch of metrics at once: the rollup rows of the windows' hosts are cut at
-every window's boundaries (s − baseline, s − 59, s, e − 59: an ASOF join on a small table of
-boundaries, one pass over the rows), and summed per (metric, host, unit, segment) — minute count,
+every window's boundaries (s − baseline, s − 59, s, e − 59: a look-up per (host, hour) in small arrays of the
+boundaries in and just before each hour; one pass over the rows, no join, no merge), and summed per (metric, host, unit, segment) — minute count,
 sum and sum of squares of the minute means, and the counter's increase inside the segment plus
 the step from the previous segment. Python then adds segments up with prefix sums per unit, so
 every window and baseline costs two look-ups, however many windows overlap.
@@ -56,20 +56,33 @@ METRICS_PER_QUERY = 24
 MIN_BASELINE_S = 6 * 3600
 MAX_BASELINE_S = 3 * 86400
 BASELINE_WINDOWS = 4
+GRID_CELLS_S = (3600, 900, 300, 60)  # the cells boundaries are looked up by, largest first
+CELL_BOUNDS = 4
+_NEVER = 2 ** 62
 
-_ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, sum(sum) / sum(count) AS v, "
-         "max(max) AS hi FROM samples_1m "
+# The rollup's rows as they are, no merge: a minute split over two unmerged parts counts as two
+# (a mean of means, a counter's first/last/highest are the same either way).
+_ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, intDiv(t, {grid_s:Int64}) AS cell, "
+         "sum / count AS v, max AS hi FROM samples_1m "
          "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} AND host IN {hosts:Array(String)} "
-         "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) "
-         "GROUP BY metric, host, component, ts HAVING isFinite(v) AND isFinite(hi)")
+         "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) AND count > 0 "
+         "AND isFinite(v) AND isFinite(hi)")
 
+# Each row's segment: the last boundary at or before it. The boundaries go in as flat arrays
+# indexed by (host, grid cell): the host's last boundary before the cell (a0) and up to
+# CELL_BOUNDS inside it (a1..a4, sorted; a sentinel where there are fewer), so a look-up and a few
+# comparisons place every row — no join.
+_POS = ("toUInt32(transform(host, {hosts:Array(String)}, {host_idx:Array(UInt32)}, 0) * {n_cells:UInt32} "
+        "+ (cell - {cell0:Int64}) + 1)")
 _SEGMENTS = (
     "SELECT metric, host, component, seg, count() AS n, sum(v) AS sv, sum(v * v) AS sv2, "
-    " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi "
-    f"FROM ({_ROWS}) AS r "
-    "ASOF INNER JOIN (SELECT b.1 AS host, b.2 AS seg FROM (SELECT arrayJoin({bounds:Array(Tuple(String, Int64))}) AS b)) AS q "
-    "ON r.host = q.host AND r.t >= q.seg "
-    "GROUP BY metric, host, component, seg")
+    " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi FROM ("
+    f"  SELECT metric, host, component, t, v, hi, {_POS} AS pos, "
+    "   multiIf(t >= {a4:Array(Int64)}[pos], {a4:Array(Int64)}[pos], t >= {a3:Array(Int64)}[pos], {a3:Array(Int64)}[pos], "
+    "           t >= {a2:Array(Int64)}[pos], {a2:Array(Int64)}[pos], t >= {a1:Array(Int64)}[pos], {a1:Array(Int64)}[pos], "
+    "           {a0:Array(Int64)}[pos]) AS seg "
+    f"  FROM ({_ROWS})) "
+    "WHERE seg > 0 GROUP BY metric, host, component, seg")
 
 # The counter's increase in a segment: last − first when it only grew; across one reset (a reboot
 # starts it again from 0) the climb to the highest value plus the climb after the reset. The step
@@ -97,6 +110,37 @@ class Scores:
     """Per metric, per window index: {(host, unit): score} and {(host, unit): raw value}."""
     score: dict[str, dict[int, dict[tuple[str, str], float]]]
     raw: dict[str, dict[int, dict[tuple[str, str], float]]]
+
+
+def _grid(bounds: list[tuple[str, int]], hosts: list[str], lo_s: int, hi_s: int) -> dict:
+    """The look-up parameters of ``_SEGMENTS``: per (host, cell) from lo_s to hi_s, the host's last
+    boundary before the cell (0: none) and its boundaries inside it, padded with a sentinel; the
+    cell is the largest of GRID_CELLS_S that no cell overflows."""
+    per_host: dict[str, list[int]] = {}
+    for h, b in bounds:
+        per_host.setdefault(h, []).append(b)
+    arrs = [np.asarray(sorted(per_host.get(h, [])), dtype=np.int64) for h in hosts]
+    for size in GRID_CELLS_S:
+        cell0, n_cells = lo_s // size, hi_s // size - lo_s // size + 1
+        edges = (cell0 + np.arange(n_cells + 1, dtype=np.int64)) * size
+        table = np.full((CELL_BOUNDS + 1, len(hosts), n_cells), _NEVER, dtype=np.int64)
+        table[0] = 0
+        ok = True
+        for k, arr in enumerate(arrs):
+            cut = np.searchsorted(arr, edges, "left")  # boundaries before each cell edge
+            i, j = cut[:-1], cut[1:]
+            if np.any(j - i > CELL_BOUNDS):
+                ok = False
+                break
+            table[0, k] = np.where(i > 0, arr[np.maximum(i - 1, 0)] if len(arr) else 0, 0)
+            for slot in range(CELL_BOUNDS):
+                has = i + slot < j
+                table[slot + 1, k, has] = arr[(i + slot)[has]]
+        if ok:
+            out = {"host_idx": list(range(len(hosts))), "cell0": int(cell0), "n_cells": int(n_cells), "grid_s": size}
+            out.update({f"a{slot}": table[slot].ravel().tolist() for slot in range(CELL_BOUNDS + 1)})
+            return out
+    raise ValueError("window boundaries closer than a minute apart")
 
 
 def _cum(x: np.ndarray) -> np.ndarray:
@@ -133,6 +177,7 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
     lo_s = int(min(b for _, b in bounds) - 60)
     hi_s = int(ends.max())
     hosts = sorted(by_host)
+    grid = _grid(bounds, hosts, lo_s, hi_s)
     win_idx = {h: (np.array([i for i, _ in v], dtype=np.int64), np.array([b for _, b in v], dtype=np.int64))
                for h, v in by_host.items()}
     for c in range(0, len(metrics), METRICS_PER_QUERY):
@@ -140,7 +185,7 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
         if progress:
             progress(c, len(metrics), f"scores: metrics {c + 1}-{c + len(batch)} of {len(metrics)}")
         table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "hosts": hosts, "lo_s": lo_s,
-                                           "hi_s": hi_s, "bounds": bounds},
+                                           "hi_s": hi_s, **grid},
                                   tag="scores:window_scores", timeout_s=timeout_s)
         if table.num_rows:
             _reduce(table, win_idx, starts, ends, out)
