@@ -284,6 +284,21 @@ def test_csv_understands_the_host_and_device_labels_cli_and_http(clean_store, tm
     assert "host and component may also come as labels" in response.json()["error"]
 
 
+def test_csv_labels_column_is_kept_over_http_and_the_cli_says_so(clean_store, tmp_path, post):
+    csv = (b'ts,hostname,gpu,metric,value,labels\n'
+           b'2019-03-01T00:00:00Z,n1,0,gpu.temp,40,"{""slot"": ""3""}"\n'
+           b'2019-03-01T00:00:00Z,n1,0,gpu.temp,41,"{""slot"": ""4""}"\n')
+    body = post("bulk", csv, format="csv", cluster="kl-http").json()
+    assert body["rows"] == {"samples": 2, "series_labels": 2} and body["labels_not_stored"] == {"slot": 2}
+    assert "labels kept in series_labels, not part of the series key: slot (2 series)" in body["summary"]
+    path = tmp_path / "kept.csv"
+    path.write_bytes(csv)
+    assert "stored 2 samples, 2 series_labels (csv, cluster kl-cli)" in run(str(path), "--format", "csv",
+                                                                          "--cluster", "kl-cli")
+    got = rows("SELECT cluster, labels['slot'] FROM series_labels FINAL ORDER BY cluster, labels['slot']")
+    assert got == [("kl-cli", "3"), ("kl-cli", "4"), ("kl-http", "3"), ("kl-http", "4")]
+
+
 def test_csv_ingest_maps_catalog_aliases_like_the_prometheus_path(clean_store, post):
     start = datetime(2019, 1, 1, tzinfo=timezone.utc)
     response = post("bulk", daily_csv(start, 3, metric="DCGM_FI_DEV_GPU_UTIL"), format="csv", cluster="alias")
