@@ -32,7 +32,6 @@ from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from telemetry import schema, xid
 from telemetry.simulator import failures, scheduler, signals, topology

@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from telemetry import schema, xid
 from telemetry.simulator import failures, scheduler, topology
