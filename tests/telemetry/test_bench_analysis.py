@@ -24,11 +24,12 @@ def result(telemetry_store, tmp_path_factory, django_db_blocker):
     with override_settings(DATA_DIR=tmp_path_factory.mktemp("data")):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):  # --json writes one line to sys.stdout
-            call_command("bench", "analysis", "--json", "--hosts", "8", "--days", "4", "--interval", "900",
+            call_command("bench", "analysis", "--json", "--hosts", "16", "--days", "6", "--interval", "900",
                          "--failure-scale", "200", "--min-samples", "0", "--rebuild", "--no-keep")
         return json.loads(out.getvalue().strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_it_prints_every_key_with_sane_values(result):
     for key in KEYS:
         assert key in result, key
@@ -51,6 +52,7 @@ def test_it_prints_every_key_with_sane_values(result):
                                                                        if c["lift"] is not None), rel=1e-3)
 
 
+@pytest.mark.slow
 def test_no_keep_leaves_nothing_behind(result, telemetry_store):
     left = telemetry_store.query_rows("SELECT count() FROM samples WHERE cluster = {c:String}", {"c": analysis.CLUSTER},
                                       tag="test")[0][0]
