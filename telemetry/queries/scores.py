@@ -63,10 +63,11 @@ _NEVER = 2 ** 62
 # The rollup's rows as they are, no merge: a minute split over two unmerged parts counts as two
 # (a mean of means, a counter's first/last/highest are the same either way).
 _ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, intDiv(t, {grid_s:Int64}) AS cell, "
-         "sum / count AS v, max AS hi FROM samples_1m "
+         "sum / count AS v, max AS hi, min AS lo, toUnixTimestamp64Milli(max_ts) / 1000.0 AS c, "
+         "metric IN {counters:Array(String)} AS is_counter FROM samples_1m "
          "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} AND host IN {hosts:Array(String)} "
          "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) AND count > 0 "
-         "AND isFinite(v) AND isFinite(hi)")
+         "AND isFinite(v) AND isFinite(hi) AND isFinite(lo)")
 
 # Each row's segment: the last boundary at or before it. The boundaries go in as flat arrays
 # indexed by (host, grid cell): the host's last boundary before the cell (a0) and up to
@@ -76,8 +77,12 @@ _POS = ("toUInt32(transform(host, {hosts:Array(String)}, {host_idx:Array(UInt32)
         "+ (cell - {cell0:Int64}) + 1)")
 _SEGMENTS = (
     "SELECT metric, host, component, seg, count() AS n, sum(v) AS sv, sum(v * v) AS sv2, "
-    " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi FROM ("
-    f"  SELECT metric, host, component, t, v, hi, {_POS} AS pos, "
+    " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi, min(lo) AS min_lo, "
+    " argMin(c, t) AS first_c, argMax(c, t) AS last_c, "
+    " arraySort(groupArrayIf((t, hi, c), is_counter)) AS xs, "
+    " arrayMax(arrayPushBack(arrayMap((x, y) -> if(y.3 > x.3 AND y.2 >= x.2, (y.2 - x.2) / (y.3 - x.3), 0.), "
+    "   arrayPopBack(xs), arrayPopFront(xs)), 0.)) AS rate_in FROM ("
+    f"  SELECT metric, host, component, t, v, hi, lo, c, is_counter, {_POS} AS pos, "
     "   multiIf(t >= {a4:Array(Int64)}[pos], {a4:Array(Int64)}[pos], t >= {a3:Array(Int64)}[pos], {a3:Array(Int64)}[pos], "
     "           t >= {a2:Array(Int64)}[pos], {a2:Array(Int64)}[pos], t >= {a1:Array(Int64)}[pos], {a1:Array(Int64)}[pos], "
     "           {a0:Array(Int64)}[pos]) AS seg "
@@ -87,14 +92,19 @@ _SEGMENTS = (
 # The counter's increase in a segment: last − first when it only grew; across one reset (a reboot
 # starts it again from 0) the climb to the highest value plus the climb after the reset. The step
 # from the previous segment's last value to this one's first belongs to this segment (a drop: a
-# reset, nothing counted).
+# reset, nothing counted). Also each segment's highest per-second rate between consecutive minutes
+# (counters, from minute max to minute max over their last samples' times, as the fleet test's
+# ``rate`` condition reads them) and its highest and lowest minute value (gauges).
 _UNITS = (
     "SELECT metric, host, splitByChar('/', component)[1] AS unit, seg, max(n) AS u_n, sum(n) AS u_nv, sum(sv) AS u_sv, "
-    " sum(sv2) AS u_sv2, sum(inc) AS u_inc FROM ("
-    "  SELECT metric, host, component, seg, n, sv, sv2, "
+    " sum(sv2) AS u_sv2, sum(inc) AS u_inc, max(rate) AS u_rate, max(max_hi) AS u_hi, min(min_lo) AS u_lo FROM ("
+    "  SELECT metric, host, component, seg, n, sv, sv2, max_hi, min_lo, "
     "   if(last_hi >= first_hi AND last_hi = max_hi, last_hi - first_hi, max_hi - first_hi + last_hi) "
-    "   + if(rn > 1 AND first_hi >= prev_last, first_hi - prev_last, 0) AS inc "
-    "  FROM (SELECT *, lagInFrame(last_hi) OVER w AS prev_last, row_number() OVER w AS rn "
+    "   + if(rn > 1 AND first_hi >= prev_last, first_hi - prev_last, 0) AS inc, "
+    "   greatest(rate_in, if(rn > 1 AND first_hi >= prev_last AND first_c > prev_c, "
+    "                        (first_hi - prev_last) / (first_c - prev_c), 0.)) AS rate "
+    "  FROM (SELECT *, lagInFrame(last_hi) OVER w AS prev_last, lagInFrame(last_c) OVER w AS prev_c, "
+    "        row_number() OVER w AS rn "
     f"        FROM ({_SEGMENTS}) WINDOW w AS (PARTITION BY metric, host, component ORDER BY seg "
     "        ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))) "
     "GROUP BY metric, host, unit, seg ORDER BY metric, host, unit, seg")
@@ -107,9 +117,13 @@ def baseline_for(W: int) -> int:
 
 @dataclass
 class Scores:
-    """Per metric, per window index: {(host, unit): score} and {(host, unit): raw value}."""
+    """Per metric, per window index, per (host, unit): ``score`` (oriented: higher is worse; only
+    where the unit has a baseline), ``level`` (a counter's mean rate per second over the window, a
+    gauge's mean) and ``rule`` (what a rule reads: the highest minute rate of a counter, the highest
+    minute value of a gauge — the lowest for one whose bad direction is down)."""
     score: dict[str, dict[int, dict[tuple[str, str], float]]]
-    raw: dict[str, dict[int, dict[tuple[str, str], float]]]
+    level: dict[str, dict[int, dict[tuple[str, str], float]]]
+    rule: dict[str, dict[int, dict[tuple[str, str], float]]]
 
 
 def _grid(bounds: list[tuple[str, int]], hosts: list[str], lo_s: int, hi_s: int) -> dict:
@@ -143,6 +157,16 @@ def _grid(bounds: list[tuple[str, int]], hosts: list[str], lo_s: int, hi_s: int)
     raise ValueError("window boundaries closer than a minute apart")
 
 
+def _range(ufunc, x: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> np.ndarray:
+    """ufunc-reduce of x[i0:i1] for each pair (NaN where the range is empty)."""
+    if not len(x):
+        return np.full(len(i0), np.nan)
+    idx = np.empty(2 * len(i0), dtype=np.int64)
+    idx[0::2], idx[1::2] = np.minimum(i0, len(x) - 1), np.minimum(i1, len(x))
+    got = ufunc.reduceat(np.append(x, np.nan), idx)[0::2]
+    return np.where(i1 > i0, got, np.nan)
+
+
 def _cum(x: np.ndarray) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(x, dtype=float)))
 
@@ -155,7 +179,7 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
     each. ``host_t0s`` (each host's sorted interruption times): a baseline starts no earlier than
     one window after the host's last interruption before the window (a dead job's idle fans, a
     reboot's reset counters are no baseline)."""
-    out = Scores({m: {} for m in metrics}, {m: {} for m in metrics})
+    out = Scores({m: {} for m in metrics}, {m: {} for m in metrics}, {m: {} for m in metrics})
     if not spans or not metrics:
         return out
     W = int(spans[0].end - spans[0].start)
@@ -184,7 +208,9 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
         batch = metrics[c:c + METRICS_PER_QUERY]
         if progress:
             progress(c, len(metrics), f"scores: metrics {c + 1}-{c + len(batch)} of {len(metrics)}")
-        table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "hosts": hosts, "lo_s": lo_s,
+        counters = [m for m in batch if catalog.get(m).is_counter]
+        table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "counters": counters,
+                                           "hosts": hosts, "lo_s": lo_s,
                                            "hi_s": hi_s, **grid},
                                   tag="scores:window_scores", timeout_s=timeout_s)
         if table.num_rows:
@@ -202,6 +228,9 @@ def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
     sv = table.column(6).to_numpy().astype(float)
     sv2 = table.column(7).to_numpy().astype(float)
     inc = table.column(8).to_numpy().astype(float)
+    rate = table.column(9).to_numpy().astype(float)
+    vhi = table.column(10).to_numpy().astype(float)
+    vlo = table.column(11).to_numpy().astype(float)
     key = np.char.add(np.char.add(metric_col.astype(str), "\x00"),
                       np.char.add(np.char.add(host_col.astype(str), "\x00"), unit_col.astype(str)))
     cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
@@ -230,7 +259,7 @@ def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
             with np.errstate(divide="ignore", invalid="ignore"):
                 lam = kb * nw / nb
                 score = np.log((k + 1.0) / (lam + 1.0))
-            raw = k / (e - s)
+            level = k / (e - s)
         else:
             NV, S, S2 = _cum(nv[a:b]), _cum(sv[a:b]), _cum(sv2[a:b])
             nw, nb = NV[i1] - NV[i0], NV[j1] - NV[j0]
@@ -239,10 +268,23 @@ def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
                 mb = (S[j1] - S[j0]) / nb
                 var = np.maximum((S2[j1] - S2[j0]) / nb - mb * mb, 0.0)
                 score = (mw - mb) / (np.sqrt(var) + 1e-6 * np.maximum(np.abs(mb), 1.0))
-            raw = mw
-        ok = (nw > 0) & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
-        sc_m, raw_m = out.score[metric], out.raw[metric]
-        for wi, good, sc, rv in zip(wins.tolist(), ok.tolist(), (sign * score).tolist(), raw.tolist()):
+            level = mw
+        # what a rule on the metric reads in the window: the highest minute rate (counters), the
+        # highest minute value (the lowest for a metric whose bad direction is down)
+        if is_counter:
+            rule = _range(np.maximum, rate[a:b], i0, i1)
+        elif sign < 0:
+            rule = _range(np.minimum, vlo[a:b], i0, i1)
+        else:
+            rule = _range(np.maximum, vhi[a:b], i0, i1)
+        seen = (nw > 0) & np.isfinite(level)
+        ok = seen & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
+        sc_m, lv_m, rule_m = out.score[metric], out.level[metric], out.rule[metric]
+        key = (host, unit)
+        for wi, has, good, sc, lv, rv in zip(wins.tolist(), seen.tolist(), ok.tolist(), (sign * score).tolist(),
+                                             level.tolist(), rule.tolist()):
+            if has:
+                lv_m.setdefault(wi, {})[key] = lv
+                rule_m.setdefault(wi, {})[key] = rv
             if good:
-                sc_m.setdefault(wi, {})[(host, unit)] = sc
-                raw_m.setdefault(wi, {})[(host, unit)] = rv
+                sc_m.setdefault(wi, {})[key] = sc

@@ -27,8 +27,11 @@ the job died) and nothing before the window, and every window covers the same nu
   value is the highest score over its hosts and units. A part noisy for weeks goes on as before
   and scores about 0; a part that starts to misbehave scores high.
 Values are oriented: higher is worse (a level of a metric whose bad direction is down is
-negated). The medians shown (and the pin rule's threshold) are the chosen units' raw levels; the
-contrasts below compare the units' self-normalised scores.
+negated). The medians shown (and so the pinned rule's threshold, midway between them) are of
+what a rule reads in the chosen unit's window: its highest minute rate (counters; from minute max
+to minute max, as the fleet test's ``rate`` condition) or its highest minute value (gauges; the
+lowest for a metric whose bad direction is down). The contrasts below compare the units'
+self-normalised scores.
 
 Per metric, with B the window values before the outcome and C the control values:
 - ``auc`` = P(b > c) + ½·P(b = c) over all pairs (0.5: no difference; 1: every window before
@@ -125,14 +128,16 @@ def unit_window_values(cluster: str, spans, metric: str, *, lo_s: int, hi_s: int
     return values, units
 
 
-def pick_values(found, chosen, failing, unit_scores, unit_raw, sign: float = 1.0) -> list[tuple[float, float]]:
-    """Each window's (value, raw value): one unit's, chosen the same way for a window before the
+def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
+                sign: float = 1.0) -> list[tuple[float, float]]:
+    """Each window's (value, what a rule reads there): one unit's, chosen the same way for a window before the
     outcome and its controls (equal exposure; see the module docstring). Where the outcome names
     the failing unit, the value is that unit's raw level, times ``sign`` (−1 for a metric whose bad
     direction is down: values are oriented, higher is worse) — its controls are the same unit at
     other times and its namesake on a healthy peer; elsewhere the highest self-normalised score over the
-    window's hosts and units, with that unit's raw level."""
-    fams = {contrasts.family(u) for vals in unit_raw.values() for (_, u) in vals}
+    window's hosts and units. The second of the pair is that unit's ``rule`` value (its highest
+    minute rate or value: what the pinned rule will read)."""
+    fams = {contrasts.family(u) for vals in unit_level.values() for (_, u) in vals}
     out = []
     for wi, w in enumerate(found):
         fail = failing[w.index] if w.index < len(failing) else None
@@ -142,9 +147,9 @@ def pick_values(found, chosen, failing, unit_scores, unit_raw, sign: float = 1.0
                 out.append((np.nan, np.nan))
                 continue
             best = max(vals, key=vals.get)
-            out.append((vals[best], unit_raw[wi][best]))
+            out.append((vals[best], unit_rule.get(wi, {}).get(best, np.nan)))
             continue
-        raw = unit_raw.get(wi, {})
+        raw = unit_level.get(wi, {})
         job_hosts = chosen[w.index].hosts
         pos = job_hosts.index(fail[0]) if fail[0] in job_hosts else 0
         host = fail[0] if w.kind != "peers" else w.hosts[min(pos, len(w.hosts) - 1)]
@@ -156,7 +161,7 @@ def pick_values(found, chosen, failing, unit_scores, unit_raw, sign: float = 1.0
             out.append((np.nan, np.nan))
             continue
         best = max(keys, key=lambda k: sign * raw[k])
-        out.append((sign * raw[best], raw[best]))
+        out.append((sign * raw[best], unit_rule.get(wi, {}).get(best, np.nan)))
     return out
 
 
@@ -235,8 +240,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                                              timeout_s=timeout_s)
         done += len(names)
         for metric in names:
-            unit_scores, unit_raw = found_scores.score[metric], found_scores.raw[metric]
-            picked = pick_values(found, chosen, failing, unit_scores, unit_raw,
+            unit_scores, unit_level = found_scores.score[metric], found_scores.level[metric]
+            picked = pick_values(found, chosen, failing, unit_scores, unit_level, found_scores.rule[metric],
                                  -1.0 if catalog.get(metric).bad == "down" else 1.0)
             before, control = values.setdefault(metric, ([], []))
             raw_b, raw_c = raws.setdefault(metric, ([], []))
@@ -244,11 +249,12 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             for w, (v, rv) in zip(found, picked):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
-                    (raw_b if w.kind == "before" else raw_c).append(float(rv))
+                    if np.isfinite(rv):
+                        (raw_b if w.kind == "before" else raw_c).append(float(rv))
                 else:
                     gaps[w.kind != "before"] += 1
             parts[metric] = contrasts.collect(unit_scores, spans, failing, True, parts.get(metric),
-                                              levels=unit_raw, highest_level=catalog.get(metric).bad != "down")
+                                              levels=unit_level, highest_level=catalog.get(metric).bad != "down")
     say(total, total, "ranking")
     rows = []
     for metric, (before, control) in values.items():
@@ -305,11 +311,12 @@ def _why_not(n_before: int, n_control: int, gaps: list[int], excluded: "windows.
     """Why a metric was not tested: which windows it lacked, and what left the controls out."""
     parts = []
     if n_before < MIN_WINDOWS:
-        parts.append(f"{n_before} window{'s' if n_before != 1 else ''} before the outcome with a score "
-                     f"({gaps[0]} without data or a baseline of half a window before them), {MIN_WINDOWS} needed")
+        parts.append(f"{n_before} window{'s' if n_before != 1 else ''} before the outcome with data "
+                     f"({gaps[0]} without: no data, or no baseline where parts are scored against their own past), "
+                     f"{MIN_WINDOWS} needed")
     if n_control < MIN_WINDOWS:
-        parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with a score ({gaps[1]} without data "
-                     f"or a baseline), {MIN_WINDOWS} needed")
+        parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with data ({gaps[1]} without), "
+                     f"{MIN_WINDOWS} needed")
     left = {"outside the history": excluded.outside_history, "touched by an interruption": excluded.interrupted,
             "hosts idle": excluded.idle, "too few healthy peers": excluded.too_few_peers}
     why = ", ".join(f"{n} {reason}" for reason, n in left.items() if n)

@@ -83,7 +83,10 @@ def test_a_units_score_is_its_departure_from_its_own_past(fleet):
                                                                               t0 - W - 86400, t0 - 86400),
              windows.Window("peers", 0, ("t02",), t0 - W, t0)]
     got = scores.window_scores(fleet, spans, ["gpu.ecc.dram_sbe_volatile"])
-    sc, raw = got.score["gpu.ecc.dram_sbe_volatile"], got.raw["gpu.ecc.dram_sbe_volatile"]
+    m = "gpu.ecc.dram_sbe_volatile"
+    sc, raw, rule = got.score[m], got.level[m], got.rule[m]
     assert sc[0][("t01", "gpu1")] > 4 and abs(sc[1][("t01", "gpu1")]) < 1.5
     assert abs(sc[2][("t02", "gpu1")]) < 0.3  # ~1,200 errors an hour, as every hour before
     assert raw[2][("t02", "gpu1")] > 5 * raw[0][("t01", "gpu1")]  # far more errors than the precursor
+    # what a rule reads: the highest minute rate (~6 errors per 2-min step at its worst, and more)
+    assert rule[0][("t01", "gpu1")] > 1.5 * raw[0][("t01", "gpu1")] and rule[1][("t01", "gpu1")] < 0.05
