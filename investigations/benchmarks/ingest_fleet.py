@@ -16,6 +16,9 @@ untimed round first (every label set is new then: the label-set caches fill), th
 300 node_exporter series, no host label on the latter: ``?host=``) over the 4,000 hosts,
 one untimed pass, then ``--text-seconds`` (30) timed. ``samples_stored`` is what the
 server's ``/api/ingest/stats`` reports for the remote-write cluster after the run.
+``--seconds 0`` runs the text phase alone (no fleet generation, no raw engine). The server's own
+CPU per request (``/proc``) is reported beside each rate, so a figure taken on a loaded machine
+can still be read (what the server spent, not what the neighbours did).
 
 The raw figure: the server stopped, this process inserts the rows of the first round
 (decoded here with the same decoder, so the same rows) into its own fresh embedded store
