@@ -36,9 +36,11 @@ self-normalised scores.
 Per metric, with B the window values before the outcome and C the control values:
 - ``auc`` = P(b > c) + ½·P(b = c) over all pairs (0.5: no difference; 1: every window before
   the outcome is worse than every control), from the Mann–Whitney U statistic;
-- ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``). A
-  finding flagged as moving on every host of the job (``contrasts``) that does not hold within
-  the job is only as good as its within-job contrast: its p is the larger of the two;
+- ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``). Where
+  the outcome names the failing part, a finding must also hold within the job (``contrasts``:
+  the part against its siblings of the same job at the same time, where the workload cancels),
+  so its p is the larger of the two (an intersection-union test). The own-history contrast is
+  not part of it: the same-hosts controls already are the part's own history;
 - ``q``: Benjamini–Hochberg over every metric tested in the scan: the expected share of false
   findings among those ranked at or above it. Many metrics are compared, so p alone overstates;
 - medians of B and C, and how many windows each had.
@@ -283,9 +285,11 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             row["within_job"] = bool(sib["survives"])
         if found["job_wide"] and not row["within_job"]:
             row["flags"].append(found["job_wide"])
-            if row["p"] is not None and sib.get("p") is not None:
-                # it moved on every host of the job: only as good as its contrast within the job
-                row["p"] = max(row["p"], sib["p"])
+        if row["p"] is not None and sib.get("p") is not None:
+            # Where the outcome names the failing part, a finding must hold against matched healthy
+            # windows (whose same-host half is the part's own history) AND within the job, where
+            # the workload cancels: an intersection-union test of the two, the larger p.
+            row["p"] = max(row["p"], sib["p"])
         row["flags"] += found["tracks_group"]
         rows.append(row)
     tested = [r for r in rows if r["p"] is not None]
@@ -294,7 +298,9 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         for r, q in zip(tested, qs):
             r["q"] = float(q)
     # Findings the workload explains (flagged) rank below every unflagged one.
+    # (q saturates at 1 among many weak findings: p then AUC break its ties)
     rows.sort(key=lambda r: (r["q"] is None, bool(r["flags"]), r["q"] if r["q"] is not None else 1.0,
+                             r["p"] if r["p"] is not None else 1.0,
                              -abs((r["auc"] if r["auc"] is not None else 0.5) - 0.5), r["metric"]))
     iso = lambda s: datetime.fromtimestamp(s, timezone.utc).isoformat()  # noqa: E731
     return {
