@@ -37,10 +37,11 @@ Per metric, with B the window values before the outcome and C the control values
 - ``auc`` = P(b > c) + ½·P(b = c) over all pairs (0.5: no difference; 1: every window before
   the outcome is worse than every control), from the Mann–Whitney U statistic;
 - ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``). Where
-  the outcome names the failing part, a finding must also hold within the job (``contrasts``:
-  the part against its siblings of the same job at the same time, where the workload cancels),
-  so its p is the larger of the two (an intersection-union test). The own-history contrast is
-  not part of it: the same-hosts controls already are the part's own history;
+  the outcome names the failing part and the metric moved on the job's other hosts too (the
+  job-wide flag), a finding must also hold within the job (``contrasts``: the part against its
+  siblings of the same job at the same time, where the workload cancels), so its p is the larger
+  of the two (an intersection-union test). Unflagged, the matched healthy windows are the test;
+  the sibling and own-history contrasts are shown beside it;
 - ``q``: Benjamini–Hochberg over every metric tested in the scan: the expected share of false
   findings among those ranked at or above it. Many metrics are compared, so p alone overstates;
 - medians of B and C, and how many windows each had.
@@ -285,11 +286,14 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             row["within_job"] = bool(sib["survives"])
         if found["job_wide"] and not row["within_job"]:
             row["flags"].append(found["job_wide"])
-        if row["p"] is not None and sib.get("p") is not None:
-            # Where the outcome names the failing part, a finding must hold against matched healthy
-            # windows (whose same-host half is the part's own history) AND within the job, where
-            # the workload cancels: an intersection-union test of the two, the larger p.
-            row["p"] = max(row["p"], sib["p"])
+            if row["p"] is not None and sib.get("p") is not None:
+                # The metric moved on the job's other hosts too: the workload is the rival
+                # explanation, so the finding must also hold within the job, where the workload
+                # cancels — an intersection-union test of the two, the larger p. Where nothing
+                # moved job-wide, the matched healthy windows (the same part at other times, the
+                # same part on healthy peers) are the test: the sibling contrast, one part against
+                # a handful of others, is shown beside it but has too little power to gate it.
+                row["p"] = max(row["p"], sib["p"])
         row["flags"] += found["tracks_group"]
         rows.append(row)
     tested = [r for r in rows if r["p"] is not None]
