@@ -99,7 +99,7 @@ class HypothesisIn(Schema):
                                f"({LEAD_WINDOW_MIN_S}..{LEAD_WINDOW_MAX_S}; checked by telemetry.rules.check_lead_window)")
     outcome: str = Field(..., description="the interruption class or root cause it predicts, e.g. 'XID 79'")
     combined_with: str = Field("", description="a second signal, usually of another layer: 'and|then METRIC "
-                               "[threshold|rate|trend] >|< NUMBER within N min' ('and': both within N min of each "
+                               "[threshold|rate|trend|rise] >|< NUMBER within N min' ('and': both within N min of each "
                                "other; 'then': the second within N min after the first); '' for the signal alone")
     case_id: int | None = Field(None, description="pin to this case as well")
     note: str = ""

@@ -9,7 +9,9 @@ import math
 
 # A hypothesis's signal: a catalog metric on a component scope, a condition and an operator.
 COMPONENT_SCOPES = ("gpu", "nvswitch", "nic", "host", "psu", "fan", "disk", "job")
-CONDITIONS = ("threshold", "rate", "trend")
+# ``rise``: the part's score against its own preceding baseline (telemetry/queries/scores.py, the
+# signal scan's statistic) passes the threshold — a chronically noisy healthy part does not fire.
+CONDITIONS = ("threshold", "rate", "trend", "rise")
 OPERATORS = (">", "<")
 
 # The catalog's component of a metric -> the hypothesis scope it is judged on. Components that
@@ -44,3 +46,34 @@ def check_lead_window(value, field: str = "lead_window_s") -> int:
         raise ValueError(f"{field}: {value} must be between {LEAD_WINDOW_MIN_S} s (1 min) and "
                          f"{LEAD_WINDOW_MAX_S} s ({LEAD_WINDOW_MAX_S // 86400} days)")
     return value
+
+
+def pin_rule(row: dict, bad: str, is_counter: bool) -> tuple[str, str, float]:
+    """(condition, operator, threshold) pinned from a signal scan's row of a metric whose catalog
+    bad direction is ``bad``: where the row has the median scores before the outcome and in the
+    controls, ``rise`` past their midpoint (scores are oriented, higher is worse: operator ``>``);
+    else the metric's own value (``rate`` of a counter, ``threshold`` of a gauge) past the midpoint
+    of the medians. The operator follows the bad direction (``up``: >, ``down``: <), not the side
+    the medians fall on; only a metric without one takes the medians' side. ValueError where the
+    scan shows the good direction (a rule on it would fire in the controls more than before
+    failures) or has no values on both sides."""
+    name = row.get("metric", "metric")
+    if row.get("median_score_before") is not None and row.get("median_score_control") is not None:
+        before, control, condition, oriented = (float(row["median_score_before"]), float(row["median_score_control"]),
+                                                "rise", True)
+    elif row.get("median_before") is not None and row.get("median_control") is not None:
+        before, control = float(row["median_before"]), float(row["median_control"])
+        condition, oriented = ("rate" if is_counter else "threshold"), False
+    else:
+        raise ValueError(f"{name}: the scan has no values on both sides to set a threshold from")
+    if bad in ("up", "down"):
+        higher = oriented or bad == "up"
+        if before < control if higher else before > control:
+            raise ValueError(
+                f"{name}: the scan shows it {'better' if oriented else 'lower' if higher else 'higher'} before the "
+                f"outcome (median {'score ' if oriented else ''}{before:.4g} against {control:.4g}), its good "
+                f"direction; a rule '{name} {condition} {'>' if higher else '<'} threshold' would fire in the "
+                "controls more than before failures")
+    else:
+        higher = before >= control
+    return condition, ">" if higher else "<", float(f"{(before + control) / 2:.4g}")

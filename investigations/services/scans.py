@@ -54,38 +54,33 @@ def run_signal_scan(ctx: JobContext) -> dict:
 
 
 def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
-    """A hypothesis from one row of a finished scan: the metric passing the midpoint between its
-    median before the outcome and its median in the controls, over the scan's lead window.
+    """A hypothesis from one row of a finished scan, over the scan's lead window: the part's score
+    against its own baseline (``rise``) passing the midpoint between the median scores before the
+    outcome and in the controls — the scan's own statistic, so a chronically noisy healthy part
+    does not fire (rules.pin_rule, also the bench's; a row without scores pins the metric's value).
 
-    The operator is the metric's bad direction in the catalog (``up``: ``>``, ``down``: ``<``),
-    not the side the medians happen to fall on: a finding that went the good way ("SBE rate lower
-    before failures") would give a rule that fires almost everywhere, so it is refused. Only a
-    metric with no bad direction takes its side from the medians."""
+    The operator is the metric's bad direction in the catalog, not the side the medians happen to
+    fall on: a finding that went the good way ("SBE rate lower before failures") would give a rule
+    that fires almost everywhere, so it is refused. Only a metric with no bad direction takes its
+    side from the medians."""
     require_investigator(user, "pinning a hypothesis")
     if job.kind != SCAN_KIND or job.state != BackgroundJob.State.SUCCEEDED or not isinstance(job.result, dict):
         raise ValueError(f"job {job.pk} is not a finished signal scan")
     row = next((r for r in job.result.get("rows", []) if r.get("metric") == metric), None)
     if row is None:
         raise ValueError(f"metric {metric!r} is not in the results of job {job.pk}")
-    if row.get("median_before") is None or row.get("median_control") is None:
-        raise ValueError(f"{metric}: the scan has no values on both sides to set a threshold from")
     m = catalog.get(metric)
-    before, control = float(row["median_before"]), float(row["median_control"])
-    higher = {"up": True, "down": False}.get(m.bad, before >= control)
-    if m.bad in ("up", "down") and (before < control if higher else before > control):
-        raise ValueError(
-            f"{metric}: the scan shows it {'lower' if higher else 'higher'} before the outcome (median "
-            f"{before:.4g} against {control:.4g}), its good direction; a rule '{metric} "
-            f"{'>' if higher else '<'} threshold' would fire in the controls more than before failures")
-    threshold = float(f"{(before + control) / 2:.4g}")
+    condition, operator, threshold = rules.pin_rule(row, m.bad, m.is_counter)
+    higher = {"up": True, "down": False}.get(m.bad, operator == ">")
     outcome = job.result.get("outcome") or job.params.get("outcome")
     lead_h = int(job.params["lead_window_s"]) / 3600
     q = row.get("q")
-    statement = (f"{metric} runs {'higher' if higher else 'lower'} in the {lead_h:g} h before {outcome} "
+    moves = (f"{'rises' if higher else 'falls'} against the part's own baseline" if condition == "rise" else
+             f"runs {'higher' if higher else 'lower'}")
+    statement = (f"{metric} {moves} in the {lead_h:g} h before {outcome} "
                  f"(signal scan, job {job.pk}: AUC {row['auc']:.2f}, q {q:.2g})" if q is not None else
-                 f"{metric} runs {'higher' if higher else 'lower'} in the {lead_h:g} h before {outcome} "
-                 f"(signal scan, job {job.pk})")
+                 f"{metric} {moves} in the {lead_h:g} h before {outcome} (signal scan, job {job.pk})")
     return hypotheses.pin_hypothesis(
         user, statement=statement, metric=metric, component_scope=rules.scope_of_component(m.component),
-        condition="rate" if m.is_counter else "threshold", operator=">" if higher else "<", threshold=threshold,
+        condition=condition, operator=operator, threshold=threshold,
         lead_window_s=int(job.params["lead_window_s"]), outcome=outcome)

@@ -13,9 +13,10 @@ Then, for every root-cause class that has precursors in the manifest:
    terminal XIDs where it has them, else its Slurm state) over a ``--lead-hours`` window (6 h).
    Classes sharing an outcome share one scan;
 2. the product's pin rule on the scan's row of the class's true precursor (the first metric of its
-   chain in the simulator): the threshold midway between the medians before the outcome and in
-   the controls, ``>`` when before is higher, ``rate`` for counters and ``threshold`` for gauges
-   (``investigations.services.scans.pin_finding``);
+   chain in the simulator), ``telemetry.rules.pin_rule`` as ``investigations.services.scans.pin_finding``
+   calls it: ``rise`` (the part's score against its own baseline, the scan's statistic) past the
+   midpoint of the median scores before the outcome and in the controls, the operator from the
+   metric's bad direction (a row without scores: its ``rate``/``threshold`` past the medians' midpoint);
 3. the product's fleet test of that hypothesis (``telemetry.queries.fleet_test.run``).
 
 Printed figures (``--json``: one object):
@@ -46,7 +47,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from telemetry import catalog, migrate, store
+from telemetry import catalog, migrate, rules, store
 from telemetry.queries import fleet_test, signal_scan, windows
 from telemetry.simulator import SimConfig, simulate
 from telemetry.simulator.haystack import ERROR_FAMILY, SERIES
@@ -152,18 +153,13 @@ def _build(cfg: SimConfig, progress) -> dict:
 
 
 def pin_rule(row: dict) -> tuple[str, str, float] | None:
-    """(condition, operator, threshold) the product pins for a scan row (scans.pin_finding): the
-    midpoint of the medians; the operator from the metric's bad direction (the medians' side for
-    a metric without one); None where the product refuses (no medians, or the good direction)."""
-    if row.get("median_before") is None or row.get("median_control") is None:
-        return None
+    """(condition, operator, threshold) the product pins for a scan row (rules.pin_rule, as
+    scans.pin_finding); None where the product refuses (no medians, or the good direction)."""
     m = catalog.get(row["metric"])
-    before, control = float(row["median_before"]), float(row["median_control"])
-    higher = {"up": True, "down": False}.get(m.bad, before >= control)
-    if m.bad in ("up", "down") and (before < control if higher else before > control):
+    try:
+        return rules.pin_rule(row, m.bad, m.is_counter)
+    except ValueError:
         return None
-    condition = "rate" if m.is_counter else "threshold"
-    return condition, ">" if higher else "<", float(f"{(before + control) / 2:.4g}")
 
 
 def _outcome_causes(manifest: dict, outcome: windows.Outcome) -> set[str]:

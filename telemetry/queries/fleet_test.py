@@ -20,6 +20,12 @@ On the one-minute rollup (``samples_1m``), per series (host, component), a minut
   minute max to minute max (a drop is a reset: no rate), gauges from average to average;
 - ``trend``: the change of the hourly average since the previous hour, per hour, passes it (a
   slow drift that a rate per second would not show).
+- ``rise``: the part's score against its OWN preceding baseline — the signal scan's statistic
+  (telemetry/queries/scores.py: ln((k + 1)/(λ + 1)) for counters, the window mean in baseline
+  standard deviations for gauges, oriented so higher is worse) — of the lead window ending with
+  the minute passes it. A part that was always noisy scores ~0, so the 1-3 % of chronically noisy
+  healthy parts, on which a ``rate`` rule fires all the time, do not fire; firings are per part
+  (``rise`` is never read per host).
 A window fires when any minute of any component of any of its hosts fires in it. The engine
 returns only the firing (host, minute) pairs and the hourly coverage; the rest is arithmetic on
 those.
@@ -57,7 +63,7 @@ import numpy as np
 from scipy.stats import fisher_exact
 
 from telemetry import catalog, rules, store
-from telemetry.queries import contrasts, fleet_contrasts, windows
+from telemetry.queries import contrasts, fleet_contrasts, scores, windows
 from telemetry.queries.windows import (COVERAGE_S, QUERY_TIMEOUT_S, ROLLUP_SQL, Interruption, NotTestable,  # noqa: F401
                                        Outcome, Window, parse_outcome)
 from telemetry.stats import jeffreys_interval
@@ -86,7 +92,8 @@ class Signal:
 
     @property
     def text(self) -> str:
-        what = {"threshold": "value", "rate": "rate /s", "trend": "trend /h"}[self.condition]
+        what = {"threshold": "value", "rate": "rate /s", "trend": "trend /h",
+                "rise": "score vs own baseline"}[self.condition]
         return f"{self.metric} {what} {self.operator} {self.threshold:g} within {self.lead_s / 3600:g} h before"
 
 
@@ -233,14 +240,24 @@ def _tested_range(cluster: str, metric: str, start: datetime | None, end: dateti
     return (lo_s, hi_s) if hi_s > lo_s else None
 
 
-def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_s: int):
+def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_s: int,
+                    host_t0s: dict[str, np.ndarray] | None = None):
     """Per host and per (host, unit), the sorted times where the signal fires, and the hours the
-    metric has data."""
-    counter = catalog.get(signal.metric).is_counter
-    params = {"cluster": cluster, "metric": signal.metric, "lo_s": lo_s, "hi_s": hi_s, "thr": float(signal.threshold)}
-    table = store.query_arrow(_firing_sql(signal, counter), params, tag="fleet_test:fires", timeout_s=timeout_s)
+    metric has data. ``host_t0s``: every interruption per host (a ``rise`` baseline starts no
+    earlier than one window after the last)."""
+    coverage = windows.coverage(cluster, signal.metric, lo_s, hi_s, timeout_s=timeout_s)
     by_unit: dict[tuple[str, str], np.ndarray] = {}
-    if table.num_rows:
+    if signal.condition == "rise":
+        by_unit = scores.rolling_fires(cluster, signal.metric, int(signal.lead_s), signal.operator,
+                                       float(signal.threshold), lo_s, hi_s, sorted(coverage), host_t0s=host_t0s,
+                                       timeout_s=timeout_s)
+        table = None
+    else:
+        counter = catalog.get(signal.metric).is_counter
+        params = {"cluster": cluster, "metric": signal.metric, "lo_s": lo_s, "hi_s": hi_s,
+                  "thr": float(signal.threshold)}
+        table = store.query_arrow(_firing_sql(signal, counter), params, tag="fleet_test:fires", timeout_s=timeout_s)
+    if table is not None and table.num_rows:
         hosts = table.column(0).to_pandas().astype(str).to_numpy()
         units = table.column(1).to_pandas().astype(str).to_numpy()
         times = table.column(2).to_numpy().astype(np.float64) / 1000.0  # seconds, to the millisecond
@@ -250,7 +267,6 @@ def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_
     fires: dict[str, np.ndarray] = {}
     for (h, _), t in by_unit.items():
         fires[h] = np.sort(np.concatenate((fires[h], t))) if h in fires else t
-    coverage = windows.coverage(cluster, signal.metric, lo_s, hi_s, timeout_s=timeout_s)
     return fires, by_unit, coverage
 
 
@@ -330,7 +346,7 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     say(1, "interruptions and their hosts")
     chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
     say(2, "minutes where the signal fires")
-    fires, by_unit, coverage = _firing_minutes(cluster, signal, lo_s, hi_s, timeout_s)
+    fires, by_unit, coverage = _firing_minutes(cluster, signal, lo_s, hi_s, timeout_s, host_t0s)
     say(3, f"{len(chosen)} interruptions of {outcome.label} against their controls")
     allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
     found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations,

@@ -42,6 +42,11 @@ boundaries in and just before each hour; one pass over the rows, no join, no mer
 sum and sum of squares of the minute means, and the counter's increase inside the segment plus
 the step from the previous segment. Python then adds segments up with prefix sums per unit, so
 every window and baseline costs two look-ups, however many windows overlap.
+
+A rule on the score (the fleet test's ``rise`` condition, ``rolling_fires``) reads the same
+statistic for the window ending with every minute: the same query with every minute its own
+segment, the same prefix sums, so a rule fires on a part exactly where the scan would score it
+high (up to the baseline's first minute: the scan's segments leave out the step into it).
 """
 from __future__ import annotations
 
@@ -75,17 +80,23 @@ _ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, int
 # comparisons place every row — no join.
 _POS = ("toUInt32(transform(host, {hosts:Array(String)}, {host_idx:Array(UInt32)}, 0) * {n_cells:UInt32} "
         "+ (cell - {cell0:Int64}) + 1)")
-_SEGMENTS = (
+_SEG_BY_BOUNDS = (
+    "multiIf(t >= {a4:Array(Int64)}[pos], {a4:Array(Int64)}[pos], t >= {a3:Array(Int64)}[pos], {a3:Array(Int64)}[pos], "
+    "        t >= {a2:Array(Int64)}[pos], {a2:Array(Int64)}[pos], t >= {a1:Array(Int64)}[pos], {a1:Array(Int64)}[pos], "
+    "        {a0:Array(Int64)}[pos])")
+
+
+def _segments_sql(seg: str, pos: str) -> str:
+    """Per (metric, host, component, segment) sums of the rollup rows; ``seg`` is a row's segment
+    (its last boundary; ``t``: every minute its own), ``pos`` what ``seg`` needs computed first."""
+    return (
     "SELECT metric, host, component, seg, count() AS n, sum(v) AS sv, sum(v * v) AS sv2, "
     " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi, min(lo) AS min_lo, "
     " argMin(c, t) AS first_c, argMax(c, t) AS last_c, "
     " arraySort(groupArrayIf((t, hi, c), is_counter)) AS xs, "
     " arrayMax(arrayPushBack(arrayMap((x, y) -> if(y.3 > x.3 AND y.2 >= x.2, (y.2 - x.2) / (y.3 - x.3), 0.), "
     "   arrayPopBack(xs), arrayPopFront(xs)), 0.)) AS rate_in FROM ("
-    f"  SELECT metric, host, component, t, v, hi, lo, c, is_counter, {_POS} AS pos, "
-    "   multiIf(t >= {a4:Array(Int64)}[pos], {a4:Array(Int64)}[pos], t >= {a3:Array(Int64)}[pos], {a3:Array(Int64)}[pos], "
-    "           t >= {a2:Array(Int64)}[pos], {a2:Array(Int64)}[pos], t >= {a1:Array(Int64)}[pos], {a1:Array(Int64)}[pos], "
-    "           {a0:Array(Int64)}[pos]) AS seg "
+    f"  SELECT metric, host, component, t, v, hi, lo, c, is_counter, {pos}{seg} AS seg "
     f"  FROM ({_ROWS})) "
     "WHERE seg > 0 GROUP BY metric, host, component, seg")
 
@@ -95,19 +106,28 @@ _SEGMENTS = (
 # reset, nothing counted). Also each segment's highest per-second rate between consecutive minutes
 # (counters, from minute max to minute max over their last samples' times, as the fleet test's
 # ``rate`` condition reads them) and its highest and lowest minute value (gauges).
-_UNITS = (
+def _units_sql(segments: str) -> str:
+    """Per (metric, host, unit, segment): minutes, sums, the counter's increase, the highest rate,
+    the highest and lowest value, and the last sample's time (seconds)."""
+    return (
     "SELECT metric, host, splitByChar('/', component)[1] AS unit, seg, max(n) AS u_n, sum(n) AS u_nv, sum(sv) AS u_sv, "
-    " sum(sv2) AS u_sv2, sum(inc) AS u_inc, max(rate) AS u_rate, max(max_hi) AS u_hi, min(min_lo) AS u_lo FROM ("
-    "  SELECT metric, host, component, seg, n, sv, sv2, max_hi, min_lo, "
+    " sum(sv2) AS u_sv2, sum(inc) AS u_inc, max(rate) AS u_rate, max(max_hi) AS u_hi, min(min_lo) AS u_lo, "
+    " max(last_c) AS u_c FROM ("
+    "  SELECT metric, host, component, seg, n, sv, sv2, max_hi, min_lo, last_c, "
     "   if(last_hi >= first_hi AND last_hi = max_hi, last_hi - first_hi, max_hi - first_hi + last_hi) "
     "   + if(rn > 1 AND first_hi >= prev_last, first_hi - prev_last, 0) AS inc, "
     "   greatest(rate_in, if(rn > 1 AND first_hi >= prev_last AND first_c > prev_c, "
     "                        (first_hi - prev_last) / (first_c - prev_c), 0.)) AS rate "
     "  FROM (SELECT *, lagInFrame(last_hi) OVER w AS prev_last, lagInFrame(last_c) OVER w AS prev_c, "
     "        row_number() OVER w AS rn "
-    f"        FROM ({_SEGMENTS}) WINDOW w AS (PARTITION BY metric, host, component ORDER BY seg "
+    f"        FROM ({segments}) WINDOW w AS (PARTITION BY metric, host, component ORDER BY seg "
     "        ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))) "
     "GROUP BY metric, host, unit, seg ORDER BY metric, host, unit, seg")
+
+
+_UNITS = _units_sql(_segments_sql(_SEG_BY_BOUNDS, f"{_POS} AS pos, "))
+# Every minute its own segment: the rolling scores of a rule (``rolling_fires``).
+_UNIT_MINUTES = _units_sql(_segments_sql("t", ""))
 
 
 def baseline_for(W: int) -> int:
@@ -171,6 +191,17 @@ def _cum(x: np.ndarray) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(x, dtype=float)))
 
 
+def _baseline_starts(starts: np.ndarray, W: int, B: int, t0s: np.ndarray | None) -> np.ndarray:
+    """Where the baseline of each window starting at ``starts`` begins: B before it, but no earlier
+    than one window after the host's last interruption before it (``t0s``, sorted)."""
+    b0 = starts - B
+    if t0s is not None and len(t0s):
+        k = np.searchsorted(t0s, starts, side="left") - 1
+        # the host's recovery from its last interruption is no baseline
+        b0 = np.where(k >= 0, np.maximum(b0, np.asarray(t0s, dtype=np.int64)[np.maximum(k, 0)] + W), b0)
+    return np.minimum(b0, starts - 59)
+
+
 def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | None = None,
                   host_t0s: dict[str, np.ndarray] | None = None, progress=None,
                   timeout_s: int = QUERY_TIMEOUT_S) -> Scores:
@@ -187,13 +218,8 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
     by_host: dict[str, list[tuple[int, int]]] = {}  # host -> [(window index, baseline start)]
     for i, w in enumerate(spans):
         for h in w.hosts:
-            b0 = w.start - B
-            t0s = (host_t0s or {}).get(h)
-            if t0s is not None and len(t0s):
-                k = int(np.searchsorted(t0s, w.start, side="left")) - 1
-                if k >= 0:  # the host's recovery from its last interruption is no baseline
-                    b0 = max(b0, int(t0s[k]) + W)
-            by_host.setdefault(h, []).append((i, min(b0, w.start - 59)))
+            b0 = int(_baseline_starts(np.array([w.start], dtype=np.int64), W, B, (host_t0s or {}).get(h))[0])
+            by_host.setdefault(h, []).append((i, b0))
     bounds = sorted({(h, int(b)) for h, wins in by_host.items() for i, b0 in wins
                      for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
     starts = np.array([w.start for w in spans], dtype=np.int64)
@@ -216,6 +242,33 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
         if table.num_rows:
             _reduce(table, win_idx, starts, ends, out)
     return out
+
+
+def _statistic(is_counter: bool, n, nv, sv, sv2, inc, i0, i1, j0, j1):
+    """The score (not yet oriented) of each window — segments [i0, i1) of a unit's rows —
+    against its baseline — segments [j0, j1) — as the module docstring defines it; also the
+    window's amount (a counter's increase, a gauge's mean) and the minutes of window and baseline."""
+    if is_counter:
+        N, I = _cum(n), _cum(inc)
+        nw, nb = N[i1] - N[i0], N[j1] - N[j0]
+        k, kb = I[i1] - I[i0], I[j1] - I[j0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = kb * nw / nb
+            score = np.log((k + 1.0) / (lam + 1.0))
+        return score, k, nw, nb
+    NV, S, S2 = _cum(nv), _cum(sv), _cum(sv2)
+    nw, nb = NV[i1] - NV[i0], NV[j1] - NV[j0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mw = (S[i1] - S[i0]) / nw
+        mb = (S[j1] - S[j0]) / nb
+        var = np.maximum((S2[j1] - S2[j0]) / nb - mb * mb, 0.0)
+        score = (mw - mb) / (np.sqrt(var) + 1e-6 * np.maximum(np.abs(mb), 1.0))
+    return score, mw, nw, nb
+
+
+def _scored(score, nw, nb):
+    """Where a window has a score: data in it, a baseline of at least half its minutes."""
+    return (nw > 0) & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
 
 
 def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
@@ -252,23 +305,9 @@ def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
         i1 = np.searchsorted(segs, e - 59, "left")
         j0 = np.searchsorted(segs, b0, "left")
         j1 = np.searchsorted(segs, s - 59, "left")
-        if is_counter:
-            N, I = _cum(n[a:b]), _cum(inc[a:b])
-            nw, nb = N[i1] - N[i0], N[j1] - N[j0]
-            k, kb = I[i1] - I[i0], I[j1] - I[j0]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                lam = kb * nw / nb
-                score = np.log((k + 1.0) / (lam + 1.0))
-            level = k / (e - s)
-        else:
-            NV, S, S2 = _cum(nv[a:b]), _cum(sv[a:b]), _cum(sv2[a:b])
-            nw, nb = NV[i1] - NV[i0], NV[j1] - NV[j0]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                mw = (S[i1] - S[i0]) / nw
-                mb = (S[j1] - S[j0]) / nb
-                var = np.maximum((S2[j1] - S2[j0]) / nb - mb * mb, 0.0)
-                score = (mw - mb) / (np.sqrt(var) + 1e-6 * np.maximum(np.abs(mb), 1.0))
-            level = mw
+        score, amount, nw, nb = _statistic(is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b],
+                                           i0, i1, j0, j1)
+        level = amount / (e - s) if is_counter else amount
         # what a rule on the metric reads in the window: the highest minute rate (counters), the
         # highest minute value (the lowest for a metric whose bad direction is down)
         if is_counter:
@@ -278,7 +317,7 @@ def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
         else:
             rule = _range(np.maximum, vhi[a:b], i0, i1)
         seen = (nw > 0) & np.isfinite(level)
-        ok = seen & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
+        ok = seen & _scored(score, nw, nb)
         sc_m, lv_m, rule_m = out.score[metric], out.level[metric], out.rule[metric]
         key = (host, unit)
         for wi, has, good, sc, lv, rv in zip(wins.tolist(), seen.tolist(), ok.tolist(), (sign * score).tolist(),
@@ -288,3 +327,56 @@ def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
                 rule_m.setdefault(wi, {})[key] = rv
             if good:
                 sc_m.setdefault(wi, {})[key] = sc
+
+
+def rolling_fires(cluster: str, metric: str, W: int, operator: str, threshold: float, lo_s: int, hi_s: int,
+                  hosts: list[str], *, host_t0s: dict[str, np.ndarray] | None = None,
+                  timeout_s: int = QUERY_TIMEOUT_S) -> dict[tuple[str, str], np.ndarray]:
+    """Where a rule on the score fires (the fleet test's ``rise`` condition): per (host, unit),
+    the sorted times (seconds) at which the unit's score — the statistic above, oriented, with
+    the same baseline — of the window of length W ending with a minute passes ``threshold``
+    (``operator`` > or <). Each minute of data ends one window [e − W, e); the firing is timed at
+    that minute's last sample (the data that raised it), so an alarm never starts before it. A
+    window with one of its host's interruptions inside (``host_t0s``) has no score: it mixes the
+    part before the failure with its teardown (and the next windows' baselines start one window
+    after the interruption, as above)."""
+    B = baseline_for(W)
+    m = catalog.get(metric)
+    sign = -1.0 if m.bad == "down" else 1.0
+    out: dict[tuple[str, str], np.ndarray] = {}
+    if not hosts:
+        return out
+    table = store.query_arrow(_UNIT_MINUTES, {"cluster": cluster, "metrics": [metric],
+                                              "counters": [metric] if m.is_counter else [],
+                                              "hosts": sorted(hosts),
+                                              "lo_s": int(lo_s - B - W), "hi_s": int(hi_s), "grid_s": 60},
+                              tag="scores:rolling_fires", timeout_s=timeout_s)
+    if not table.num_rows:
+        return out
+    cols = [table.column(i) for i in range(13)]
+    host_col = cols[1].to_pandas().astype(str).to_numpy()
+    unit_col = cols[2].to_pandas().astype(str).to_numpy()
+    seg = cols[3].to_numpy().astype(np.int64)
+    n, nv, sv, sv2, inc = (cols[i].to_numpy().astype(float) for i in (4, 5, 6, 7, 8))
+    last_c = cols[12].to_numpy().astype(float)
+    change = np.flatnonzero((host_col[1:] != host_col[:-1]) | (unit_col[1:] != unit_col[:-1])) + 1
+    for a, b in zip(np.r_[0, change].tolist(), np.r_[change, len(seg)].tolist()):
+        host, segs = str(host_col[a]), seg[a:b]
+        e = segs + 60
+        starts = e - W
+        i0 = np.searchsorted(segs, starts, "left")
+        i1 = np.arange(1, len(segs) + 1)
+        t0s = (host_t0s or {}).get(host)
+        j0 = np.searchsorted(segs, _baseline_starts(starts, W, B, t0s), "left")
+        j1 = np.searchsorted(segs, starts - 59, "left")
+        score, _, nw, nb = _statistic(m.is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b], i0, i1, j0, j1)
+        score = sign * score
+        with np.errstate(invalid="ignore"):
+            hit = _scored(score, nw, nb) & ((score > threshold) if operator == ">" else (score < threshold))
+        hit &= (segs >= lo_s) & (e <= hi_s)
+        if t0s is not None and len(t0s):  # no window across an interruption of the host
+            hit &= np.searchsorted(t0s, e, "left") == np.searchsorted(t0s, starts, "right")
+        if hit.any():
+            out[(host, str(unit_col[a]))] = np.sort(last_c[a:b][hit])
+    return out
+

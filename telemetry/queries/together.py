@@ -1,7 +1,7 @@
 """Signals together: a hypothesis whose condition is two signals, often from different layers
 ("PCIe replays climb, then InfiniBand symbol errors within 30 min").
 
-The one home of the combination's text (``parse``): ``and|then METRIC [threshold|rate|trend] >|< NUMBER
+The one home of the combination's text (``parse``): ``and|then METRIC [threshold|rate|trend|rise] >|< NUMBER
 within N min|h|s``, added to the hypothesis's own signal (A):
 - ``A and B within N min``: both fire within N min of each other, in either order; the pair fires
   when its second signal does;
@@ -31,7 +31,7 @@ from telemetry.queries import windows
 MODES = ("and", "then")
 WITHIN_MIN_S = 60
 WITHIN_MAX_S = 24 * 3600
-_CONDITION_WORDS = {"threshold": "threshold", "value": "threshold", "rate": "rate", "trend": "trend"}
+_CONDITION_WORDS = {"threshold": "threshold", "value": "threshold", "rate": "rate", "trend": "trend", "rise": "rise"}
 _WITHIN_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)$", re.I)
 FIELD = "combined_with"
 
@@ -70,7 +70,7 @@ def _duration(seconds: int) -> str:
 def parse(text: str) -> Together:
     """The combination in ``text``; CombinationError naming what is wrong otherwise."""
     words = " ".join((text or "").split())
-    usage = "write it as 'and|then METRIC [threshold|rate|trend] >|< NUMBER within N min'"
+    usage = "write it as 'and|then METRIC [threshold|rate|trend|rise] >|< NUMBER within N min'"
     if not words:
         raise CombinationError(f"{FIELD}: empty — {usage}")
     if len(words) > 300:
@@ -193,9 +193,9 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         say(1, "interruptions and their hosts")
         chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
         say(2, f"minutes where {first.metric} fires")
-        fires_a, _, cov_a = ft._firing_minutes(cluster, first, lo_s, hi_s, timeout_s)
+        fires_a, _, cov_a = ft._firing_minutes(cluster, first, lo_s, hi_s, timeout_s, host_t0s)
         say(3, f"minutes where {second.metric} fires")
-        fires_b, _, cov_b = ft._firing_minutes(cluster, second, lo_s, hi_s, timeout_s)
+        fires_b, _, cov_b = ft._firing_minutes(cluster, second, lo_s, hi_s, timeout_s, host_t0s)
         fires_pair = {h: pair_times(fires_a.get(h), fires_b.get(h), together.mode, together.within_s)
                       for h in set(fires_a) & set(fires_b)}
         coverage = _joint(cov_a, cov_b)

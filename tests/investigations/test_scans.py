@@ -43,9 +43,11 @@ def test_a_scan_from_the_jobs_page_ranks_the_precursor_and_pins_it(known_fleet, 
     h = Hypothesis.objects.get()
     assert resp.status_code == 302 and resp["Location"] == h.get_absolute_url()
     assert (h.metric, h.condition, h.operator, h.lead_window_s, h.outcome, h.component_scope) == (
-        "gpu.pcie.replay", "rate", ">", 21600, "NODE_FAIL", "gpu")
+        "gpu.pcie.replay", "rise", ">", 21600, "NODE_FAIL", "gpu")
     row = done.result["rows"][0]
-    assert row["median_control"] < h.threshold < row["median_before"]
+    # the part against its own baseline: midway between the scan's median scores
+    assert row["median_score_control"] < h.threshold < row["median_score_before"]
+    assert "rises against the part's own baseline" in h.statement
     assert f"signal scan, job {job.pk}" in h.statement
     # The finding can go straight to a fleet test.
     assert 'id="test-form"' in c.get(h.get_absolute_url()).content.decode()
@@ -108,6 +110,18 @@ def test_a_pinned_rule_takes_its_operator_from_the_metrics_bad_direction(investi
     row = {"metric": "gpu.ecc.sbe_volatile", "median_before": 3.0, "median_control": 0.0, "auc": 0.9, "q": 0.01}
     h = scans.pin_finding(investigator, _finished_scan([row]), "gpu.ecc.sbe_volatile")
     assert (h.operator, h.threshold, h.condition) == (">", 1.5, "rate")
+
+
+def test_a_row_with_scores_pins_a_rise_against_the_parts_own_baseline(investigator):
+    # HBM SBEs: scores (higher is worse) 3.0 before, 0.2 in controls -> "rise > 1.6"; a gauge
+    # whose bad direction is down has oriented scores too, so its operator is ">" as well.
+    row = {"metric": "gpu.ecc.sbe_volatile", "median_before": 0.01, "median_control": 0.5,
+           "median_score_before": 3.0, "median_score_control": 0.2, "auc": 0.9, "q": 0.01}
+    h = scans.pin_finding(investigator, _finished_scan([row]), "gpu.ecc.sbe_volatile")
+    assert (h.condition, h.operator, h.threshold) == ("rise", ">", 1.6)
+    worse = {**row, "median_score_before": -0.5}
+    with pytest.raises(ValueError, match="good direction"):
+        scans.pin_finding(investigator, _finished_scan([worse]), "gpu.ecc.sbe_volatile")
 
 
 def test_a_finding_in_the_good_direction_is_not_pinned_as_a_rule_that_fires_everywhere(investigator):

@@ -81,3 +81,9 @@ def test_the_pin_rule_is_the_products(db, investigator):
     with pytest.raises(ValueError):
         scans.pin_finding(investigator, job, "gpu.ecc.sbe_volatile")
     assert analysis.pin_rule(good) is None
+    # a row with the scan's scores pins "rise" on both sides too
+    scored = {**rows[0], "median_score_before": 2.5, "median_score_control": 0.1}
+    job.result = {"outcome": "XID 79", "rows": [scored]}
+    job.save()
+    h = scans.pin_finding(investigator, job, "gpu.pcie.replay")
+    assert analysis.pin_rule(scored) == (h.condition, h.operator, h.threshold) == ("rise", ">", 1.3)
