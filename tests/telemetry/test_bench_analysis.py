@@ -47,6 +47,14 @@ def test_it_prints_every_key_with_sane_values(result):
         assert c["rank"] is None or c["rank"] >= 1
         if c["lift"] is not None:
             assert c["lift"] > 0 and 0 <= c["p"] <= 1 and c["hypothesis"].startswith(c["true_precursor"])
+    # a class is underpowered exactly when it has fewer interrupted failures with a precursor than
+    # the bench's minimum; the powered recall counts only the others
+    for c in result["classes"]:
+        assert c["underpowered"] == (c["interrupted_with_precursor"] < analysis.MIN_POWERED)
+    assert result["classes_underpowered"] == [c["class"] for c in result["classes"] if c["underpowered"]]
+    powered = [c for c in result["classes"] if not c["underpowered"]]
+    assert result["scan_top3_recall_powered"] == (
+        round(sum(1 for c in powered if c["rank"] and c["rank"] <= 3) / len(powered), 3) if powered else None)
     if result["true_hypotheses_tested"]:
         assert result["true_hypotheses_min_lift"] == pytest.approx(min(c["lift"] for c in result["classes"]
                                                                        if c["lift"] is not None), rel=1e-3)
