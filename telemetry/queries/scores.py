@@ -58,6 +58,7 @@ from telemetry import catalog, store
 
 QUERY_TIMEOUT_S = 600
 METRICS_PER_QUERY = 24
+HOSTS_PER_ROLLING_QUERY = 8  # rolling_fires: a row per (host, unit, minute) comes back
 MIN_BASELINE_S = 6 * 3600
 MAX_BASELINE_S = 3 * 86400
 BASELINE_WINDOWS = 4
@@ -344,15 +345,22 @@ def rolling_fires(cluster: str, metric: str, W: int, operator: str, threshold: f
     m = catalog.get(metric)
     sign = -1.0 if m.bad == "down" else 1.0
     out: dict[tuple[str, str], np.ndarray] = {}
-    if not hosts:
-        return out
-    table = store.query_arrow(_UNIT_MINUTES, {"cluster": cluster, "metrics": [metric],
-                                              "counters": [metric] if m.is_counter else [],
-                                              "hosts": sorted(hosts),
-                                              "lo_s": int(lo_s - B - W), "hi_s": int(hi_s), "grid_s": 60},
-                              tag="scores:rolling_fires", timeout_s=timeout_s)
+    hosts = sorted(hosts)
+    for c in range(0, len(hosts), HOSTS_PER_ROLLING_QUERY):  # a few hosts at a time: bounded memory
+        table = store.query_arrow(_UNIT_MINUTES, {"cluster": cluster, "metrics": [metric],
+                                                  "counters": [metric] if m.is_counter else [],
+                                                  "hosts": hosts[c:c + HOSTS_PER_ROLLING_QUERY],
+                                                  "lo_s": int(lo_s - B - W), "hi_s": int(hi_s), "grid_s": 60},
+                                  tag="scores:rolling_fires", timeout_s=timeout_s)
+        _rolling_hits(table, m.is_counter, sign, W, B, operator, threshold, lo_s, hi_s, host_t0s, out)
+    return out
+
+
+def _rolling_hits(table, is_counter: bool, sign: float, W: int, B: int, operator: str, threshold: float,
+                  lo_s: int, hi_s: int, host_t0s, out: dict) -> None:
+    """Add to ``out`` each (host, unit)'s firing times in one ``_UNIT_MINUTES`` result."""
     if not table.num_rows:
-        return out
+        return
     cols = [table.column(i) for i in range(13)]
     host_col = cols[1].to_pandas().astype(str).to_numpy()
     unit_col = cols[2].to_pandas().astype(str).to_numpy()
@@ -369,7 +377,7 @@ def rolling_fires(cluster: str, metric: str, W: int, operator: str, threshold: f
         t0s = (host_t0s or {}).get(host)
         j0 = np.searchsorted(segs, _baseline_starts(starts, W, B, t0s), "left")
         j1 = np.searchsorted(segs, starts - 59, "left")
-        score, _, nw, nb = _statistic(m.is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b], i0, i1, j0, j1)
+        score, _, nw, nb = _statistic(is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b], i0, i1, j0, j1)
         score = sign * score
         with np.errstate(invalid="ignore"):
             hit = _scored(score, nw, nb) & ((score > threshold) if operator == ">" else (score < threshold))
@@ -378,5 +386,4 @@ def rolling_fires(cluster: str, metric: str, W: int, operator: str, threshold: f
             hit &= np.searchsorted(t0s, e, "left") == np.searchsorted(t0s, starts, "right")
         if hit.any():
             out[(host, str(unit_col[a]))] = np.sort(last_c[a:b][hit])
-    return out
 

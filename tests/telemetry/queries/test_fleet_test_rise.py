@@ -102,3 +102,12 @@ def test_the_rolling_score_is_the_scans_statistic(fleet):
         assert t0 - 60 <= above[("r0", unit)][-1] < t0, unit
         assert not len(below.get(("r0", unit), [])) or below[("r0", unit)][-1] < t0 - 60, unit
     assert got[("r0", "gpu0")] > 4 and abs(got[("r0", "gpu1")]) < 1
+
+
+def test_hosts_queried_a_few_at_a_time_fire_the_same(fleet, monkeypatch):
+    lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=DAYS)).timestamp())
+    together = scores.rolling_fires(CLUSTER, "gpu.pcie.replay", W, ">", 2.0, lo, hi, HOSTS)
+    monkeypatch.setattr(scores, "HOSTS_PER_ROLLING_QUERY", 1)
+    one_by_one = scores.rolling_fires(CLUSTER, "gpu.pcie.replay", W, ">", 2.0, lo, hi, HOSTS)
+    assert sorted(together) == sorted(one_by_one) == [(h, "gpu0") for h in HOSTS]
+    assert all(np.array_equal(together[k], one_by_one[k]) for k in together)
