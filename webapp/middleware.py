@@ -59,3 +59,21 @@ def display_time_zone(get_response):
             timezone.deactivate()
 
     return middleware
+
+
+INGEST_SAMPLE_PATHS = ("/api/ingest/prometheus", "/api/ingest/remote-write")
+
+
+def ingest_arriving(get_response):
+    """A text scrape or remote-write push counts as *arriving* at the samples group commit while
+    this process handles it (auth, body, parse), so an insert due meanwhile waits for its rows
+    (the commit delay, ``telemetry.ingestion.group_commit``) and stores them in the same group."""
+    from telemetry.ingestion import group_commit
+
+    def middleware(request):
+        if request.method != "POST" or not request.path_info.startswith(INGEST_SAMPLE_PATHS):
+            return get_response(request)
+        with group_commit.committer("samples").arriving():
+            return get_response(request)
+
+    return middleware

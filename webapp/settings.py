@@ -102,6 +102,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "webapp.middleware.ingest_arriving",  # first: a push's whole handling counts for the commit delay
     "django.middleware.security.SecurityMiddleware",
     "webapp.security.ContentSecurityPolicy",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/ (plotly.js included), before login checks

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from investigations.ingest_limits import rate_limiter
 from investigations.tokens import ApiToken, create_token
 from telemetry import catalog, store
+from telemetry.ingestion import group_commit
 from telemetry.ingestion.remote_write import RWSeries, encode_write_request
 
 NOW = (int(time.time()) // 3600 - 24) * 3_600_000  # recent enough for any TTL, fixed within the run
@@ -115,6 +116,8 @@ def test_a_bad_line_gives_400_naming_line_field_reason_and_stores_nothing(client
     body = response.json()
     assert body["line"] == 5 and body["reason"] and "nothing stored" in body["error"]
     assert samples_count() == 0
+    # the request no longer counts as arriving: an insert does not wait for it (commit delay)
+    assert group_commit.committer("samples")._batcher._arriving == 0
 
 
 def test_a_retried_scrape_with_its_time_adds_no_rows(client, clean_store, token):
@@ -385,3 +388,20 @@ def test_bad_query_parameters_are_named(client, clean_store, token):
                            HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 400 and response.json()["field"] == "ts"
     assert total_rows() == 0
+
+
+def test_a_push_counts_as_arriving_at_the_group_commit_until_its_rows_are_queued(client, clean_store, token,
+                                                                                 monkeypatch):
+    seen = []
+    submit = group_commit.GroupCommit.submit
+
+    def spying(self, table, **kwargs):
+        seen.append(self._batcher._arriving)  # still being handled: a leader would wait for it
+        return submit(self, table, **kwargs)
+
+    monkeypatch.setattr(group_commit.GroupCommit, "submit", spying)
+    assert post(client, "prometheus", DCGM, token).status_code == 200
+    assert post(client, "remote-write", rw(), token, content_type="application/x-protobuf",
+                HTTP_CONTENT_ENCODING="snappy").status_code == 204
+    assert seen == [1, 1]
+    assert group_commit.committer("samples")._batcher._arriving == 0  # answered: no longer waited for

@@ -229,3 +229,89 @@ def test_web_processes_share_the_records_when_redis_is_configured(settings):
         assert isinstance(group_commit.committer().shared, idempotency.RedisRecords)
     finally:
         group_commit.reset()
+
+
+class Recorder:
+    """A write function recording each insert's rows; fails every insert when ``fail``."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.inserts: list[int] = []
+        self.fail = fail
+
+    def __call__(self, table_name, table, token, tag):
+        self.inserts.append(table.num_rows)
+        if self.fail:
+            raise ConnectionError("store went away mid-insert")
+        return writer.write(table_name, table, token=token, tag=tag)
+
+
+def arriving_then_submit(gc: GroupCommit, table: pa.Table, results: dict, name: str,
+                         go: threading.Event) -> tuple[threading.Thread, threading.Event]:
+    """A request thread that starts parsing (arriving), then queues ``table`` once ``go`` is set."""
+    started = threading.Event()
+
+    def run():
+        try:
+            with gc.arriving():
+                started.set()
+                go.wait(30)
+                results[name] = gc.submit(table)
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            results[name] = exc
+
+    t = threading.Thread(target=run)
+    t.start()
+    started.wait(30)
+    return t, started
+
+
+def test_the_commit_delay_waits_for_requests_still_being_parsed_and_a_retry_among_them_is_stored_once(clean_store):
+    rec = Recorder()
+    gc = GroupCommit(write=rec, commit_delay_s=10)  # the bound is long: only arrivals end the wait here
+    results: dict = {}
+    go = threading.Event()
+    x = samples(7, "h-x")
+    parsing = [arriving_then_submit(gc, x, results, "x", go)[0],
+               arriving_then_submit(gc, x, results, "x-retry", go)[0]]  # the sender retried meanwhile
+    first = submit_in_thread(gc, samples(5, "h-first"), results, "first")
+    time.sleep(0.3)
+    assert rec.inserts == [] and results == {}  # the leader waits for the two being parsed
+    go.set()
+    for t in [first, *parsing]:
+        t.join(30)
+    assert results == {"first": True, "x": True, "x-retry": True}
+    assert rec.inserts == [12]  # one insert: the leader's rows and x's, x once
+    assert rows_by_host() == {"h-first": 5, "h-x": 7}
+    assert gc.stats.commits == 1 and gc.stats.requests == 2 and gc.stats.duplicates == 1
+
+
+def test_a_lone_request_is_not_delayed_and_a_request_that_stores_nothing_stops_the_wait(clean_store):
+    rec = Recorder()
+    gc = GroupCommit(write=rec, commit_delay_s=30)
+    start = time.monotonic()
+    assert gc.submit(samples(3, "h-lone")) is True  # nobody arriving: stored at once
+    with gc.arriving():
+        pass  # a request rejected while parsing (400) queues nothing
+    assert gc.submit(samples(4, "h-next")) is True
+    assert time.monotonic() - start < 15  # far below the 30 s delay it would otherwise wait
+    assert rec.inserts == [3, 4]
+
+
+def test_a_delayed_group_whose_insert_fails_answers_none_of_its_requests(clean_store):
+    rec = Recorder(fail=True)
+    gc = GroupCommit(write=rec, commit_delay_s=10)
+    results: dict = {}
+    go = threading.Event()
+    a, b = samples(4, "h-a"), samples(6, "h-b")
+    parsing, _ = arriving_then_submit(gc, b, results, "b", go)
+    first = submit_in_thread(gc, a, results, "a")
+    time.sleep(0.2)
+    go.set()
+    for t in (first, parsing):
+        t.join(30)
+    assert rec.inserts == [10]  # both in the one (failed) insert
+    assert isinstance(results["a"], ConnectionError) and isinstance(results["b"], ConnectionError)
+    assert rows_by_host() == {}
+    rec.fail = False  # the senders retry: stored now, once
+    assert gc.submit(a) is True and gc.submit(b) is True and gc.submit(b) is False
+    assert rows_by_host() == {"h-a": 4, "h-b": 6}
