@@ -58,6 +58,7 @@ from telemetry import catalog, store
 
 QUERY_TIMEOUT_S = 600
 METRICS_PER_QUERY = 24
+MAX_LOOKUP = 500_000  # entries per look-up array parameter (the engine refuses arrays over 1,000,000)
 HOSTS_PER_ROLLING_QUERY = 8  # rolling_fires: a row per (host, unit, minute) comes back
 MIN_BASELINE_S = 6 * 3600
 MAX_BASELINE_S = 3 * 86400
@@ -227,21 +228,42 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
     ends = np.array([w.end for w in spans], dtype=np.int64)
     lo_s = int(min(b for _, b in bounds) - 60)
     hi_s = int(ends.max())
-    hosts = sorted(by_host)
-    grid = _grid(bounds, hosts, lo_s, hi_s)
     win_idx = {h: (np.array([i for i, _ in v], dtype=np.int64), np.array([b for _, b in v], dtype=np.int64))
                for h, v in by_host.items()}
+    slices = _host_slices(bounds, sorted(by_host), lo_s, hi_s)
     for c in range(0, len(metrics), METRICS_PER_QUERY):
         batch = metrics[c:c + METRICS_PER_QUERY]
         if progress:
             progress(c, len(metrics), f"scores: metrics {c + 1}-{c + len(batch)} of {len(metrics)}")
         counters = [m for m in batch if catalog.get(m).is_counter]
-        table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "counters": counters,
-                                           "hosts": hosts, "lo_s": lo_s,
-                                           "hi_s": hi_s, **grid},
-                                  tag="scores:window_scores", timeout_s=timeout_s)
-        if table.num_rows:
-            _reduce(table, win_idx, starts, ends, out)
+        for hosts, grid in slices:
+            table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "counters": counters,
+                                               "hosts": hosts, "lo_s": lo_s,
+                                               "hi_s": hi_s, **grid},
+                                      tag="scores:window_scores", timeout_s=timeout_s)
+            if table.num_rows:
+                _reduce(table, win_idx, starts, ends, out)
+    return out
+
+
+def _host_slices(bounds: list[tuple[str, int]], hosts: list[str], lo_s: int, hi_s: int) -> list[tuple[list[str], dict]]:
+    """The hosts in slices whose look-up arrays (hosts x cells each) stay within ``MAX_LOOKUP``
+    entries — the engine refuses an array parameter of more than a million — each with its own
+    grid: one slice for a small fleet, more where many hosts, a long range or closely spaced
+    windows (a fine grid) would overflow it."""
+    grid = _grid(bounds, hosts, lo_s, hi_s)
+    if len(hosts) * grid["n_cells"] <= MAX_LOOKUP:
+        return [(hosts, grid)]
+    per = max(1, MAX_LOOKUP // grid["n_cells"])
+    out = []
+    for c in range(0, len(hosts), per):
+        part = hosts[c:c + per]
+        keep = set(part)
+        g = _grid([(h, b) for h, b in bounds if h in keep], part, lo_s, hi_s)
+        if len(part) * g["n_cells"] > MAX_LOOKUP:
+            raise ValueError(f"the windows span {g['n_cells']:,} cells of {g['grid_s']} s on one host, more than the "
+                             f"engine takes in one query ({MAX_LOOKUP:,}): scan a shorter range")
+        out.append((part, g))
     return out
 
 

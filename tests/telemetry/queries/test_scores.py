@@ -90,3 +90,29 @@ def test_a_units_score_is_its_departure_from_its_own_past(fleet):
     assert raw[2][("t02", "gpu1")] > 5 * raw[0][("t01", "gpu1")]  # far more errors than the precursor
     # what a rule reads: the highest minute rate (~6 errors per 2-min step at its worst, and more)
     assert rule[0][("t01", "gpu1")] > 1.5 * raw[0][("t01", "gpu1")] and rule[1][("t01", "gpu1")] < 0.05
+
+
+def test_many_hosts_or_a_fine_grid_are_read_in_host_slices_with_the_same_scores(fleet, monkeypatch):
+    """The engine refuses an array parameter of more than a million entries: a 96-host, 14-day
+    scan's look-up arrays (hosts x cells) reached 2,071,392 and the scan died with
+    TOO_LARGE_ARRAY_SIZE. Past ``MAX_LOOKUP`` the hosts are read in slices, each with its own
+    grid, and every score is the same as in one query."""
+    W = 3 * 3600
+    t0s = {h: int((BASE + timedelta(hours=hrs)).timestamp()) for h, hrs in FAILURES.items()}
+    spans = [windows.Window("before", i, (h,), t - W, t) for i, (h, t) in enumerate(sorted(t0s.items()))]
+    spans += [windows.Window("peers", i, (p,), t - W, t) for i, t in enumerate(sorted(t0s.values()))
+              for p in HOSTS if p not in t0s]
+    metric = "gpu.ecc.dram_sbe_volatile"
+    whole = scores.window_scores(fleet, spans, [metric])
+    bounds = sorted({(h, b) for w in spans for h in w.hosts for b in (w.start - 60, w.start, w.end)})
+    hosts = sorted({h for w in spans for h in w.hosts})
+    n_cells = scores._grid(bounds, hosts, min(b for _, b in bounds) - 60, max(w.end for w in spans))["n_cells"]
+    monkeypatch.setattr(scores, "MAX_LOOKUP", 2 * n_cells)  # two hosts a slice
+    assert len(scores._host_slices(bounds, hosts, min(b for _, b in bounds) - 60, max(w.end for w in spans))) > 1
+    sliced = scores.window_scores(fleet, spans, [metric])
+    assert sliced.score[metric] == whole.score[metric] and sliced.level[metric] == whole.level[metric]
+    assert sum(len(v) for v in whole.score[metric].values()) >= len(spans)
+    # one host whose cells alone exceed the bound: refused with what to do, not the engine's error
+    monkeypatch.setattr(scores, "MAX_LOOKUP", 1)
+    with pytest.raises(ValueError, match="scan a shorter range"):
+        scores.window_scores(fleet, spans, [metric])
