@@ -86,6 +86,9 @@ INGEST_MAX_BODY_BYTES = envint("PRECURSOR_INGEST_MAX_BODY_BYTES", 64 * 1024 * 10
 # samples per remote-write request 1 M samples/s, at 500-sample scrapes 250,000 samples/s;
 # one Prometheus for a 4,000-node fleet (600 k samples/s at 300 series / 2 s) needs ~18,000.
 INGEST_RATE_PER_MINUTE = envint("PRECURSOR_INGEST_RATE_PER_MINUTE", 30_000, minimum=1)
+# Seconds a process reuses an ingest token it found live (investigations.tokens): a revocation
+# made in another process takes effect within this time (0: look it up on every push).
+INGEST_TOKEN_CACHE_S = envint("PRECURSOR_INGEST_TOKEN_CACHE_S", 2, minimum=0, maximum=60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = INGEST_MAX_BODY_BYTES
 
 INSTALLED_APPS = [

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from investigations.ingest_limits import rate_limiter
+from investigations import tokens
 from investigations.tokens import ApiToken, create_token
 from telemetry import catalog, store
 from telemetry.ingestion import group_commit
@@ -69,6 +70,20 @@ def test_it_returns_401_without_a_token(client, clean_store, db):
 
 def test_it_returns_401_for_a_revoked_token(client, clean_store, token):
     ApiToken.objects.update(revoked=True)
+    assert post(client, "prometheus", DCGM, token).status_code == 401
+
+
+def test_a_token_revoked_in_this_process_is_refused_at_once_although_pushes_reuse_it(client, clean_store, token):
+    # pushes reuse a live ingest token for INGEST_TOKEN_CACHE_S instead of a look-up each
+    assert post(client, "prometheus", DCGM, token).status_code == 200
+    assert tokens.revoke(ApiToken.objects.get().prefix) == 1
+    assert post(client, "prometheus", DCGM, token).status_code == 401
+
+
+def test_a_token_revoked_elsewhere_is_refused_once_the_reuse_time_is_over(client, clean_store, token, settings):
+    assert post(client, "prometheus", DCGM, token).status_code == 200
+    ApiToken.objects.update(revoked=True)  # as another process would (this one reuses it for a while)
+    settings.INGEST_TOKEN_CACHE_S = 0  # the reuse time is over: looked up again
     assert post(client, "prometheus", DCGM, token).status_code == 401
 
 
