@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binomtest, chi2, mannwhitneyu
+from scipy.stats import binomtest, chi2, mannwhitneyu, norm, rankdata
 
 from telemetry import store
 
@@ -243,11 +243,24 @@ def summarize(parts: dict | None, groups: "list[Concentration] | None" = None) -
             res = mannwhitneyu(inside, outside, alternative="greater")
             auc = float(res.statistic) / (len(inside) * len(outside))
             if res.pvalue < TRACKS_P:
-                tracks.append(f"over-represented on {g.dimension} {g.value}: {g.failures} of {g.of} failures on "
-                              f"{g.fleet_share:.0%} of the hosts, and it runs worse there at healthy times too "
-                              f"(AUC {auc:.2f} against the other hosts)")
+                tracks.append(GroupTrack(g, auc, float(res.pvalue)))
     return {"level": "component" if "component" in levels else ("host" if levels else None),
             "contrasts": out, "job_wide_share": share, "job_wide": flag, "tracks_group": tracks}
+
+
+@dataclass
+class GroupTrack:
+    """A group the failures concentrate on where the metric also runs worse at healthy times: a
+    rival explanation of a finding, to be tested within the group (``within_groups``)."""
+    group: "Concentration"
+    auc: float  # the group's hosts against the others, at healthy times (control windows)
+    p: float
+
+    def text(self) -> str:
+        g = self.group
+        return (f"over-represented on {g.dimension} {g.value}: {g.failures} of {g.of} failures on "
+                f"{g.fleet_share:.0%} of the hosts, and it runs worse there at healthy times too "
+                f"(AUC {self.auc:.2f} against the other hosts)")
 
 
 @dataclass
@@ -299,6 +312,62 @@ def concentration(cluster: str, failing_hosts: list, *, timeout_s: int) -> list[
             if p < CONCENTRATED_P:
                 out.append(Concentration(dim, v, a, len(seen), len(members) / n_hosts, p, members))
     return out
+
+
+def in_group(hosts, group: "Concentration") -> bool:
+    """Does a window belong to the group: its host (one host), or most of its hosts (a job's
+    window, as ``concentration`` counts a failure whose failing host is unknown)."""
+    return 2 * sum(h in group.hosts for h in hosts) > len(hosts)
+
+
+def stratified_p(before: list[tuple[float, bool]], control: list[tuple[float, bool]],
+                 alternative: str = "greater") -> float | None:
+    """The van Elteren test: Wilcoxon rank sums of ``before`` against ``control`` within each
+    stratum (the bool), combined with weights 1/(N_s + 1) — is ``before`` worse than ``control``
+    when only windows of the same stratum are compared? Normal approximation with the tie
+    correction; None where no stratum has windows on both sides."""
+    num = var = 0.0
+    for stratum in (True, False):
+        b = np.array([v for v, s in before if s == stratum and np.isfinite(v)])
+        c = np.array([v for v, s in control if s == stratum and np.isfinite(v)])
+        n1, n2 = len(b), len(c)
+        if not n1 or not n2:
+            continue
+        n = n1 + n2
+        ranks = rankdata(np.r_[b, c])
+        _, ties = np.unique(np.r_[b, c], return_counts=True)
+        v = n1 * n2 / 12.0 * ((n + 1) - float(np.sum(ties ** 3 - ties)) / (n * (n - 1)))
+        w = 1.0 / (n + 1)
+        num += w * (float(ranks[:n1].sum()) - n1 * (n + 1) / 2.0)
+        var += w * w * v
+    if var <= 0:
+        return None
+    z = num / math.sqrt(var)
+    return float(2 * norm.sf(abs(z)) if alternative == "two-sided" else norm.sf(z))
+
+
+def within_group(track: GroupTrack, before: list[tuple[float, tuple]], control: list[tuple[float, tuple]],
+                 alternative: str = "greater") -> dict:
+    """Does a finding hold within a group it tracks? ``before`` / ``control``: the scan's window
+    values with the hosts each was read on. The windows before the outcome are compared with the
+    controls of the same stratum only — on the group against on the group, off it against off it
+    (``stratified_p``) — so a metric that only marks the group (worse there at any time, and most
+    failures there) has nothing left, and a precursor that rises before failures inside the group
+    as outside it holds. With the evidence: the within-group AUC and window counts."""
+    g = track.group
+    b = [(v, in_group(h, g)) for v, h in before]
+    c = [(v, in_group(h, g)) for v, h in control]
+    p = stratified_p(b, c, alternative)
+    bi = [v for v, s in b if s]
+    ci = [v for v, s in c if s]
+    auc = None
+    if bi and ci:
+        res = mannwhitneyu(bi, ci, alternative="two-sided")
+        auc = float(res.statistic) / (len(bi) * len(ci))
+    return {"dimension": g.dimension, "value": g.value, "failures": g.failures, "of": g.of,
+            "fleet_share": g.fleet_share, "runs_worse_auc": track.auc, "runs_worse_p": track.p,
+            "p": p, "auc_within": auc, "before_within": len(bi), "controls_within": len(ci),
+            "holds": p is not None and p < SURVIVES_P}
 
 
 def _hosts_worst(vals: dict[tuple[str, str], float], sign: float) -> list[float]:

@@ -132,14 +132,16 @@ def unit_window_values(cluster: str, spans, metric: str, *, lo_s: int, hi_s: int
 
 
 def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
-                sign: float = 1.0) -> list[tuple[float, float]]:
-    """Each window's (value, what a rule reads there): one unit's, chosen the same way for a window before the
+                sign: float = 1.0) -> list[tuple[float, float, tuple[str, ...]]]:
+    """Each window's (value, what a rule reads there, the hosts it stands for): one unit's, chosen the same way for a window before the
     outcome and its controls (equal exposure; see the module docstring). Where the outcome names
     the failing unit, the value is that unit's raw level, times ``sign`` (−1 for a metric whose bad
     direction is down: values are oriented, higher is worse) — its controls are the same unit at
     other times and its namesake on a healthy peer; elsewhere the highest self-normalised score over the
     window's hosts and units. The second of the pair is that unit's ``rule`` value (its highest
-    minute rate or value: what the pinned rule will read)."""
+    minute rate or value: what the pinned rule will read); the third the host the value was read
+    on where the outcome names the failing unit, else the window's hosts (the group tests, see
+    ``contrasts.within_group``)."""
     fams = {contrasts.family(u) for vals in unit_level.values() for (_, u) in vals}
     out = []
     for wi, w in enumerate(found):
@@ -147,10 +149,10 @@ def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
         if fail is None:
             vals = unit_scores.get(wi, {})
             if not vals:
-                out.append((np.nan, np.nan))
+                out.append((np.nan, np.nan, w.hosts))
                 continue
             best = max(vals, key=vals.get)
-            out.append((vals[best], unit_rule.get(wi, {}).get(best, np.nan)))
+            out.append((vals[best], unit_rule.get(wi, {}).get(best, np.nan), tuple(w.hosts)))
             continue
         raw = unit_level.get(wi, {})
         job_hosts = chosen[w.index].hosts
@@ -161,10 +163,10 @@ def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
         else:
             keys = [k for k in raw if k[0] == host]
         if not keys:
-            out.append((np.nan, np.nan))
+            out.append((np.nan, np.nan, (host,)))
             continue
         best = max(keys, key=lambda k: sign * raw[k])
-        out.append((sign * raw[best], unit_rule.get(wi, {}).get(best, np.nan)))
+        out.append((sign * raw[best], unit_rule.get(wi, {}).get(best, np.nan), (host,)))
     return out
 
 
@@ -195,6 +197,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     # values[metric] = (before values, control values)
     values: dict[str, tuple[list[float], list[float]]] = {}
     raws: dict[str, tuple[list[float], list[float]]] = {}  # the same windows' raw values (medians, pin rule)
+    where: dict[str, tuple[list[tuple], list[tuple]]] = {}  # the hosts each value stands for (group tests)
     parts: dict[str, dict] = {}  # metric -> contrasts.collect's pooled parts
     groups: list[contrasts.Concentration] = []  # racks/drivers/firmware the failures concentrate on
     excluded = windows.Exclusions()  # candidate controls left out, and why
@@ -248,10 +251,12 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                                  -1.0 if catalog.get(metric).bad == "down" else 1.0)
             before, control = values.setdefault(metric, ([], []))
             raw_b, raw_c = raws.setdefault(metric, ([], []))
+            where_b, where_c = where.setdefault(metric, ([], []))
             gaps = no_data.setdefault(metric, [0, 0])
-            for w, (v, rv) in zip(found, picked):
+            for w, (v, rv, on) in zip(found, picked):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
+                    (where_b if w.kind == "before" else where_c).append(on)
                     if np.isfinite(rv):
                         (raw_b if w.kind == "before" else raw_c).append(float(rv))
                 else:
@@ -294,7 +299,24 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                 # same part on healthy peers) are the test: the sibling contrast, one part against
                 # a handful of others, is shown beside it but has too little power to gate it.
                 row["p"] = max(row["p"], sib["p"])
-        row["flags"] += found["tracks_group"]
+        row["groups"] = []
+        where_b, where_c = where.get(metric, ([], []))
+        for track in found["tracks_group"]:
+            # The failures concentrate on a group where the metric runs worse at any time: the
+            # group is the rival explanation, so the finding must also hold within it — before
+            # the outcome against controls of the same group (and off it against off it), where
+            # the group cancels: again an intersection-union test, the larger p. A precursor that
+            # rises before failures on the group's hosts as on the others holds and is not flagged.
+            got = contrasts.within_group(track, list(zip(before, where_b)), list(zip(control, where_c)),
+                                         "two-sided" if m.bad not in ("up", "down") else "greater")
+            row["groups"].append(got)
+            if row["p"] is not None and got["p"] is not None:
+                row["p"] = max(row["p"], got["p"])
+            if not got["holds"]:
+                row["flags"].append(track.text() + (
+                    f"; within the group it does not hold (p {got['p']:.2g}, {got['before_within']} windows before, "
+                    f"{got['controls_within']} controls there)" if got["p"] is not None
+                    else "; not testable within the group (no stratum with windows before and controls)"))
         rows.append(row)
     tested = [r for r in rows if r["p"] is not None]
     if tested:
