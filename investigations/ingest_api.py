@@ -284,10 +284,15 @@ def ingest_stats(request):
     """Rows per metric in ``samples`` and rows in the other tables, for ``cluster``."""
     cluster = _cluster(request)
     try:
-        return overview.ingest_stats(cluster)
+        stats = overview.ingest_stats(cluster)
     except Exception as exc:  # unreachable, timed out or a failed query: transient for the sender, like the POSTs
         log.warning("ingest stats: telemetry store failed", exc_info=True)
         return _error(503, f"telemetry store unavailable: {store.public_message(exc)}", headers={"Retry-After": "10"})
+    # this web process's samples group commit since it started (all clusters): pushes per insert
+    committed = service.group_commit.committer("samples").stats
+    stats["group_commit"] = {"inserts": committed.commits, "requests": committed.requests, "rows": committed.rows,
+                             "duplicates": committed.duplicates}
+    return stats
 
 
 @router.post("/bulk", auth=token_auth, summary="Ingest a CSV / JSON Lines / Parquet file in the documented schema")

@@ -295,12 +295,19 @@ class Server:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def stored(self, cluster: str) -> int:
+    def stats(self, cluster: str) -> dict:
         status, _, data = self.request("GET", f"/api/ingest/stats?cluster={cluster}", b"",
                                        {"Authorization": f"Bearer {self.token}"})
         if status != 200:
             raise RuntimeError(f"/api/ingest/stats answered {status}: {data[:300]!r}")
-        return sum(m["rows"] for m in json.loads(data)["samples"].values())
+        return json.loads(data)
+
+    def stored(self, cluster: str) -> int:
+        return sum(m["rows"] for m in self.stats(cluster)["samples"].values())
+
+    def group_commit(self) -> dict:
+        """The server's samples group commit so far: inserts, requests, rows."""
+        return self.stats(CLUSTER).get("group_commit", {})
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -540,10 +547,12 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
     warm_s = time.perf_counter() - start
     progress(f"warm round: {warm.samples:,} samples in {warm_s:.1f} s; timed {options['seconds']:.0f} s …")
     timed = Tally()
+    groups = server.group_commit()
     start, cpu = time.perf_counter(), server.cpu_s()
     _remote_write_phase(server, fleet, shards, batch, t0, None, options["seconds"], next_round, timed)
     elapsed = time.perf_counter() - start
     cpu = server.cpu_s() - cpu
+    groups = {k: v - groups.get(k, 0) for k, v in server.group_commit().items()}
     stored = server.stored(CLUSTER)
     progress(f"remote-write: {timed.samples / elapsed:,.0f} samples/s, p95 "
              f"{_p(timed.latencies, 95):,.0f} ms, stored {stored:,} of {warm.samples + timed.samples:,} sent")
@@ -562,6 +571,9 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
         "warm_round_s": round(warm_s, 1),
         "server_cpu_ms_per_request": round(1000 * cpu / max(1, timed.requests), 2),
         "server_cores_used": round(cpu / elapsed, 2),
+        # timed phase: pushes and rows per insert of the server's group commit
+        "requests_per_insert": round(groups["requests"] / groups["inserts"], 2) if groups.get("inserts") else None,
+        "rows_per_insert": round(groups["rows"] / groups["inserts"]) if groups.get("inserts") else None,
         "samples_sent": warm.samples + timed.samples,
         "samples_stored": stored,
         "http_status_counts": statuses,

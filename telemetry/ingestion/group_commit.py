@@ -358,6 +358,19 @@ def commit_delay_s() -> float:
     return ms / 1000
 
 
+def linger_rows() -> int:
+    """``PRECURSOR_INGEST_LINGER_ROWS`` (default 20,000): a leader waiting out the commit delay
+    stops waiting once this many rows are queued."""
+    raw = os.environ.get("PRECURSOR_INGEST_LINGER_ROWS", "20000").strip()
+    try:
+        rows = int(raw)
+    except ValueError:
+        raise ValueError(f"PRECURSOR_INGEST_LINGER_ROWS must be a whole number of rows, got {raw!r}") from None
+    if not 1 <= rows <= 400_000:
+        raise ValueError(f"PRECURSOR_INGEST_LINGER_ROWS must be between 1 and 400000, got {raw!r}")
+    return rows
+
+
 _committers: dict[str, GroupCommit] = {}
 _committers_lock = threading.Lock()
 
@@ -368,7 +381,7 @@ def committer(table_name: str = "samples") -> GroupCommit:
         c = _committers.get(table_name)
         if c is None:
             c = _committers[table_name] = GroupCommit(table_name, shared=idempotency.shared_records(3600),
-                                                      commit_delay_s=commit_delay_s())
+                                                      commit_delay_s=commit_delay_s(), linger_rows=linger_rows())
         return c
 
 

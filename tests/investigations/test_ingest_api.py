@@ -282,6 +282,11 @@ def test_stats_show_what_landed(client, clean_store, token):
     assert response.status_code == 200
     temp = catalog.resolve("DCGM_FI_DEV_GPU_TEMP").name
     assert response.json()["samples"][temp]["rows"] == 2
+    before = response.json()["group_commit"]  # this process's samples group commit (all clusters)
+    post(client, "prometheus", DCGM, token)
+    after = client.get("/api/ingest/stats", headers={"Authorization": f"Bearer {token}"}).json()["group_commit"]
+    assert after["inserts"] == before["inserts"] + 1 and after["requests"] == before["requests"] + 1
+    assert after["rows"] - before["rows"] == 2
 
 
 # --- property tests ----------------------------------------------------------------------
