@@ -30,10 +30,14 @@ Over-represented on a rack, driver or firmware
 ----------------------------------------------
 ``concentration`` finds the values of rack, driver, host firmware and GPU model (the inventory,
 kept from every ingest path) the failures are over-represented on: a one-sided binomial test of the
-failures there against the group's share of the cluster's hosts, p < 0.01, two failures at least. A finding whose
+failures there against the group's share of the cluster's hosts, p < 0.01, two failures at least. Where a
 metric also runs worse on that group's hosts at healthy times (Mann–Whitney over the control
-windows' hosts, p < 0.01) is flagged: it marks the group, which fails more for its own reasons,
-not the coming failure.
+windows' hosts, p < 0.01: ``GroupTrack``), the group is a rival explanation — its hosts fail more
+for their own reasons and the metric may only mark them. The finding must then also hold within
+the group (``within_group``: before-failure windows against controls of the same stratum, on the
+group against on the group, off it against off it — van Elteren's stratified rank-sum test); one
+that does not is flagged, one that does (a precursor that rises before failures on the group's
+hosts as elsewhere) is not.
 
 Job-wide flag
 -------------

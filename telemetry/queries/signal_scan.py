@@ -41,7 +41,10 @@ Per metric, with B the window values before the outcome and C the control values
   job-wide flag), a finding must also hold within the job (``contrasts``: the part against its
   siblings of the same job at the same time, where the workload cancels), so its p is the larger
   of the two (an intersection-union test). Unflagged, the matched healthy windows are the test;
-  the sibling and own-history contrasts are shown beside it;
+  the sibling and own-history contrasts are shown beside it. Where the failures concentrate on a
+  rack/driver/firmware/GPU model whose hosts run worse on the metric at healthy times, the finding
+  must also hold within that group (``contrasts.within_group``, the stratified test; ``groups`` in
+  the row), so its p is the larger of the two, and it is flagged when it does not hold there;
 - ``q``: Benjamini–Hochberg over every metric tested in the scan: the expected share of false
   findings among those ranked at or above it. Many metrics are compared, so p alone overstates;
 - medians of B and C, and how many windows each had.
@@ -285,7 +288,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             row["not_tested"] = _why_not(len(before), len(control), no_data.get(metric, [0, 0]), excluded)
         found = contrasts.summarize(parts.get(metric), groups)
         row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
-                   p_fleet=row["p"], within_job=None)
+                   p_fleet=row["p"], within_job=None, job_wide_share=found["job_wide_share"])
         sib = found["contrasts"].get("siblings") or {}
         if sib.get("p") is not None:
             row["within_job"] = bool(sib["survives"])
