@@ -55,9 +55,12 @@ def run_signal_scan(ctx: JobContext) -> dict:
 
 def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
     """A hypothesis from one row of a finished scan, over the scan's lead window: the part's score
-    against its own baseline (``rise``) passing the midpoint between the median scores before the
-    outcome and in the controls — the scan's own statistic, so a chronically noisy healthy part
-    does not fire (rules.pin_rule, also the bench's; a row without scores pins the metric's value).
+    against its own baseline (``rise``) passing the 95th percentile of the scores the scan read in
+    its control windows (rules.pin_rule, also the bench's) — a rule that passes in at most 5 % of
+    those healthy windows by construction, whatever the failures looked like; the statement says
+    which quantile and how many control windows it rests on. The scan's own statistic, so a
+    chronically noisy healthy part does not fire. Older scans (median scores only) pin the midpoint
+    of the median scores; a row without scores pins the metric's value.
 
     The operator is the metric's bad direction in the catalog, not the side the medians happen to
     fall on: a finding that went the good way ("SBE rate lower before failures") would give a rule
@@ -71,15 +74,20 @@ def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
         raise ValueError(f"metric {metric!r} is not in the results of job {job.pk}")
     m = catalog.get(metric)
     condition, operator, threshold = rules.pin_rule(row, m.bad, m.is_counter)
+    basis = rules.pin_basis(row, m.bad)
     higher = {"up": True, "down": False}.get(m.bad, operator == ">")
     outcome = job.result.get("outcome") or job.params.get("outcome")
     lead_h = int(job.params["lead_window_s"]) / 3600
     q = row.get("q")
     moves = (f"{'rises' if higher else 'falls'} against the part's own baseline" if condition == "rise" else
              f"runs {'higher' if higher else 'lower'}")
-    statement = (f"{metric} {moves} in the {lead_h:g} h before {outcome} "
-                 f"(signal scan, job {job.pk}: AUC {row['auc']:.2f}, q {q:.2g})" if q is not None else
-                 f"{metric} {moves} in the {lead_h:g} h before {outcome} (signal scan, job {job.pk})")
+    evidence = f"AUC {row['auc']:.2f}, q {q:.2g}; " if q is not None and row.get("auc") is not None else ""
+    if basis is not None:
+        evidence += (f"threshold: the {basis['quantile'] * 100:g}th percentile of the part scores in "
+                     f"{basis['n_control']} control windows, passed in "
+                     f"{basis['before_above'] * basis['n_before']:.0f} of {basis['n_before']} windows before")
+    statement = (f"{metric} {moves} in the {lead_h:g} h before {outcome} (signal scan, job {job.pk}"
+                 f"{': ' + evidence.rstrip('; ') if evidence else ''})")
     return hypotheses.pin_hypothesis(
         user, statement=statement, metric=metric, component_scope=rules.scope_of_component(m.component),
         condition=condition, operator=operator, threshold=threshold,

@@ -43,10 +43,21 @@ def _job_context(request, job: BackgroundJob) -> dict:
     return ctx
 
 
+def _with_pin(row: dict) -> dict:
+    """The row with the threshold its pin would set and what it rests on (rules.pin_basis)."""
+    from telemetry import rules
+
+    try:
+        basis = rules.pin_basis(row, row.get("bad") or "none")
+    except ValueError:
+        basis = None
+    return {**row, "pin": basis, "pin_text": rules.pin_text(row, row.get("bad") or "none")}
+
+
 def _scan_view(r: dict) -> dict:
     from investigations import charts
 
-    rows = r.get("rows") or []
+    rows = [_with_pin(row) for row in r.get("rows") or []]
     tested = [row for row in rows if row.get("auc") is not None]
     figure = charts.scan_bars(tested[:20]).to_json() if tested else None
     with_contrasts = [row for row in tested[:10] if r.get("components_named") and row.get("contrasts") and any(

@@ -15,8 +15,9 @@ Then, for every root-cause class that has precursors in the manifest:
 2. the product's pin rule on the scan's row of the class's true precursor (the first metric of its
    chain in the simulator), ``telemetry.rules.pin_rule`` as ``investigations.services.scans.pin_finding``
    calls it: ``rise`` (the part's score against its own baseline, the scan's statistic) past the
-   midpoint of the median scores before the outcome and in the controls, the operator from the
-   metric's bad direction (a row without scores: its ``rate``/``threshold`` past the medians' midpoint);
+   95th percentile of the scores the scan read in its control windows (``rules.PIN_QUANTILE``; a
+   rule that passes in at most 5 % of them by construction), refused with fewer than 20 control
+   windows or in the metric's good direction;
 3. the product's fleet test of that hypothesis (``telemetry.queries.fleet_test.run``).
 
 Printed figures (``--json``: one object):
@@ -32,6 +33,10 @@ Printed figures (``--json``: one object):
   traffic, I/O, ... : everything in the haystack that is neither an error counter nor a precursor)
   ranks above the true precursor;
 - ``alarm_precision`` and ``false_alarms_per_1000_node_days``: the true hypotheses' rules, pooled;
+- ``true_hypotheses_underpowered_tests``: classes whose fleet test could not show p < 0.01 even
+  had the rule fired before every failure (``power.best_p`` of the fleet test: too few windows
+  before the outcome), and ``true_hypotheses_max_p_powered``, the weakest p over the others
+  (beside, never instead of, ``true_hypotheses_max_p``);
 - ``scan_seconds`` (slowest scan), ``metrics_scanned``, ``samples_in_store`` (the whole store),
   ``peak_rss_mb`` (the process's peak; it includes the build when this run built the fleet);
 - ``classes_underpowered``: classes with fewer than ``MIN_POWERED`` interrupted failures carrying a
@@ -236,7 +241,8 @@ def run(options: dict, progress) -> dict:
             "median_before": row and row["median_before"], "median_control": row and row["median_control"],
             "top5": [(r["metric"], r["q"] and round(r["q"], 4)) for r in rows[:5]],
             "first_confounder_rank": min(conf_ranks) if conf_ranks else None,
-            "hypothesis": None, "lift": None, "p": None, "recall": None, "precision": None,
+            "hypothesis": None, "pin_basis": None, "lift": None, "p": None, "recall": None, "precision": None,
+            "control_rate": None, "best_p": None,
             "alarms": 0, "true_alarms": 0, "false_alarms_per_1000_node_days": None, "node_days": 0.0,
         }
         rule = pin_rule(row) if row else None
@@ -245,6 +251,14 @@ def run(options: dict, progress) -> dict:
             signal = fleet_test.Signal(true_metric, condition, op, thr, lead_s)
             progress(f"bench analysis: fleet test of {signal.text} against {text}")
             res = fleet_test.run(signal, windows.parse_outcome(text), clusters=[CLUSTER]).as_dict()
+            m = catalog.get(true_metric)
+            try:
+                entry["pin_basis"] = rules.pin_basis(row, m.bad)
+            except ValueError:
+                pass
+            power = res.get("power") or {}
+            entry.update(control_rate=res["control_rate"], best_p=power.get("best_p"),
+                         underpowered_test=bool(power.get("underpowered")))
             entry.update(hypothesis=signal.text, lift=res["lift"], p=res["p"], recall=res["recall"],
                          precision=res["precision"], alarms=res["alarms"], true_alarms=res["true_alarms"],
                          false_alarms_per_1000_node_days=res["false_alarms_per_1000_node_days"],
@@ -279,6 +293,9 @@ def run(options: dict, progress) -> dict:
         "false_discovery_rate": round(false_findings / findings, 3) if findings else None,
         "confounders_above_true": sum(1 for c in per_class if c["first_confounder_rank"] is not None
                                       and (c["rank"] is None or c["first_confounder_rank"] < c["rank"])),
+        "true_hypotheses_underpowered_tests": [c["class"] for c in tested if c.get("underpowered_test")],
+        "true_hypotheses_max_p_powered": max((c["p"] for c in tested if c["p"] is not None
+                                              and not c.get("underpowered_test")), default=None),
         "alarm_precision": round(true_alarms / alarms, 4) if alarms else None,
         "false_alarms_per_1000_node_days": round((alarms - true_alarms) / node_days * 1000, 2) if node_days else None,
         "scan_seconds": round(max(scan_seconds.values()), 1) if scan_seconds else None,

@@ -148,7 +148,32 @@ class FleetTestResult:
                                                 if self.node_days else None),
             "lead_times_s": leads, "lead_median_s": float(np.median(leads)) if leads else None,
             "examples": self.examples,
+            "power": _power(self.a, self.b, self.c, self.d),
         }
+
+
+POWER_P = 0.01
+
+
+def _power(a: int, b: int, c: int, d: int) -> dict | None:
+    """What this table could show at best: the p and lift if every window before the outcome had
+    fired, the controls as they are (``best_p``, ``best_lift``), and the p if no control had fired
+    either (``floor_p``: no rule can do better on these windows). ``underpowered`` where even
+    ``best_p`` is not below POWER_P: too few windows before the outcome for this rule to prove
+    anything, however real the signal — a result to read as "not shown", not as "no"."""
+    n, m = a + c, b + d
+    if not n or not m:
+        return None
+    best_p = float(fisher_exact([[n, b], [0, d]], alternative="greater").pvalue)
+    floor_p = float(fisher_exact([[n, 0], [0, m]], alternative="greater").pvalue)
+    best_lift = _relative_risk(n, b, 0, d)[0]
+    note = ""
+    if best_p >= POWER_P:
+        note = (f"underpowered: with {n} window{'s' if n != 1 else ''} before the outcome and {b} of {m} controls "
+                f"firing, even a rule that fired before every failure would show p {best_p:.2g} at best "
+                f"(lift {best_lift:.3g}); more failures, or a rule quieter in the controls, are needed for p < {POWER_P}")
+    return {"windows_before": n, "windows_control": m, "best_p": best_p, "best_lift": best_lift,
+            "floor_p": floor_p, "underpowered": best_p >= POWER_P, "note": note}
 
 
 def _relative_risk(a: int, b: int, c: int, d: int):
@@ -270,12 +295,34 @@ def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_
     return fires, by_unit, coverage
 
 
-def _judge(found: list[Window], fires, coverage) -> None:
-    """Mark each window: had data at all, and its first firing minute."""
-    for w in found:
+def _judge(found: list[Window], fires, coverage, at_end: dict[int, bool] | None = None) -> None:
+    """Mark each window: had data at all, and its first firing minute. ``at_end`` (``rise``): per
+    window index, whether the rule passes on the window's own score (``_rise_at_end``); a window
+    fires only then, timed at its first firing minute (the window's last minute where the rolling
+    score passed only at its very end)."""
+    for wi, w in enumerate(found):
         w.has_data = windows.covered(coverage, w.hosts, w.start, w.end)
-        if w.has_data:
-            w.fired_at = _first_fire(fires, w.hosts, w.start, w.end)
+        if not w.has_data:
+            continue
+        w.fired_at = _first_fire(fires, w.hosts, w.start, w.end)
+        if at_end is not None:
+            w.fired_at = (w.fired_at if w.fired_at is not None else float(w.end - 60)) if at_end.get(wi) else None
+
+
+def _rise_at_end(cluster: str, signal: Signal, found: list[Window], host_t0s, timeout_s: int) -> dict[int, bool]:
+    """Per window index: does the ``rise`` rule pass on the window's own score — the highest part
+    score over its hosts of the data inside the window against the baseline before it, the signal
+    scan's reading (scores.window_scores, the same call) — so a threshold pinned from the scan's
+    control windows (rules.pin_rule) means the same thing here. The rolling score at a minute
+    inside a window also reads up to one window of data before it, and would let a rise that ended
+    before the window fire it: it times the firing and counts the alarms, it does not judge the window."""
+    got = scores.window_scores(cluster, found, [signal.metric], host_t0s=host_t0s, timeout_s=timeout_s).score
+    out = {}
+    for wi, parts in got[signal.metric].items():
+        vals = list(parts.values())
+        out[wi] = bool(vals) and (max(vals) > signal.threshold if signal.operator == ">"
+                                  else min(vals) < signal.threshold)
+    return out
 
 
 def _tally(result: FleetTestResult, found: list[Window], chosen: list[Interruption]) -> None:
@@ -352,7 +399,8 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations,
                                     excluded=result.excluded)
     result.matched_on_activity = result.matched_on_activity or bool(allocations)
-    _judge(found, fires, coverage)
+    at_end = _rise_at_end(cluster, signal, found, host_t0s, timeout_s) if signal.condition == "rise" and found else None
+    _judge(found, fires, coverage, at_end)
     result.n_outcome += len(chosen)
     _tally(result, found, chosen)
     _add_examples(result, cluster, found, chosen)

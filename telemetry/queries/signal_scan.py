@@ -27,8 +27,10 @@ the job died) and nothing before the window, and every window covers the same nu
   value is the highest score over its hosts and units. A part noisy for weeks goes on as before
   and scores about 0; a part that starts to misbehave scores high.
 Values are oriented: higher is worse (a level of a metric whose bad direction is down is
-negated). The medians shown (and so the pinned rule's threshold, midway between them) are of
-what a rule reads in the chosen unit's window: its highest minute rate (counters; from minute max
+negated). ``rise_readings`` (rules.rise_readings: quantiles per side, and n) are of what a ``rise``
+rule reads in each window — the highest part score over its hosts — and set the pinned rule's
+threshold (the controls' 95th percentile). The medians shown are of what a rule reads in the
+chosen unit's window: its highest minute rate (counters; from minute max
 to minute max, as the fleet test's ``rate`` condition) or its highest minute value (gauges; the
 lowest for a metric whose bad direction is down). The contrasts below compare the units'
 self-normalised scores.
@@ -59,7 +61,7 @@ from typing import Callable
 import numpy as np
 from scipy.stats import false_discovery_control, mannwhitneyu
 
-from telemetry import catalog, store
+from telemetry import catalog, rules, store
 from telemetry.queries import contrasts, scores, windows
 from telemetry.queries.windows import COVERAGE_S, Outcome, hosts_of, metrics_present
 
@@ -201,6 +203,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     values: dict[str, tuple[list[float], list[float]]] = {}
     raws: dict[str, tuple[list[float], list[float]]] = {}  # the same windows' raw values (medians, pin rule)
     where: dict[str, tuple[list[tuple], list[tuple]]] = {}  # the hosts each value stands for (group tests)
+    readings: dict[str, tuple[list[float], list[float]]] = {}  # what a rise rule reads (rules.rise_readings)
     parts: dict[str, dict] = {}  # metric -> contrasts.collect's pooled parts
     groups: list[contrasts.Concentration] = []  # racks/drivers/firmware the failures concentrate on
     excluded = windows.Exclusions()  # candidate controls left out, and why
@@ -256,6 +259,10 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             raw_b, raw_c = raws.setdefault(metric, ([], []))
             where_b, where_c = where.setdefault(metric, ([], []))
             gaps = no_data.setdefault(metric, [0, 0])
+            read_b, read_c = readings.setdefault(metric, ([], []))
+            for wi, w in enumerate(found):  # a rise rule's reading: the highest part score of the window's hosts
+                if unit_scores.get(wi):
+                    (read_b if w.kind == "before" else read_c).append(max(unit_scores[wi].values()))
             for w, (v, rv, on) in zip(found, picked):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
@@ -278,6 +285,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                "median_score_before": float(np.median(before)) if before else None,
                "median_score_control": float(np.median(control)) if control else None,
                "auc": None, "p": None, "q": None}
+        row["rise_readings"] = rules.rise_readings(*readings.get(metric, ([], [])))
         if len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
             # scores are oriented in the bad direction already: higher is worse
             alternative = "two-sided" if m.bad not in ("up", "down") else "greater"

@@ -45,9 +45,13 @@ def test_a_scan_from_the_jobs_page_ranks_the_precursor_and_pins_it(known_fleet, 
     assert (h.metric, h.condition, h.operator, h.lead_window_s, h.outcome, h.component_scope) == (
         "gpu.pcie.replay", "rise", ">", 21600, "NODE_FAIL", "gpu")
     row = done.result["rows"][0]
-    # the part against its own baseline: midway between the scan's median scores
-    assert row["median_score_control"] < h.threshold < row["median_score_before"]
+    # the part against its own baseline, past the 95th percentile of the scan's control readings;
+    # the page said so under the pin button, with the number of control windows it rests on
+    readings = row["rise_readings"]
+    assert h.threshold == float(f"{readings['control']['q95']:.4g}") and readings["control"]["n"] >= 20
+    assert f"p95 of {readings['control']['n']} controls" in html
     assert "rises against the part's own baseline" in h.statement
+    assert f"95th percentile of the part scores in {readings['control']['n']} control windows" in h.statement
     assert f"signal scan, job {job.pk}" in h.statement
     # The finding can go straight to a fleet test.
     assert 'id="test-form"' in c.get(h.get_absolute_url()).content.decode()
