@@ -26,7 +26,11 @@ On the one-minute rollup (``samples_1m``), per series (host, component), a minut
   the minute passes it. A part that was always noisy scores ~0, so the 1-3 % of chronically noisy
   healthy parts, on which a ``rate`` rule fires all the time, do not fire; firings are per part
   (``rise`` is never read per host).
-A window fires when any minute of any component of any of its hosts fires in it. The engine
+A window fires when any minute of any component of any of its hosts fires in it — for ``rise``,
+when a part's score of the window's own data (at its end: the signal scan's reading, the same
+``scores.window_scores`` call) passes, so a threshold pinned from a scan's control windows
+(rules.pin_rule) fires here in the share of healthy windows it was set on; the rolling score times
+the firing and counts the alarms. ``power`` says what the table could show at best. The engine
 returns only the firing (host, minute) pairs and the hourly coverage; the rest is arithmetic on
 those.
 
