@@ -36,7 +36,9 @@ Printed figures (``--json``: one object):
 - ``true_hypotheses_underpowered_tests``: classes whose fleet test could not show p < 0.01 even
   had the rule fired before every failure (``power.best_p`` of the fleet test: too few windows
   before the outcome), and ``true_hypotheses_max_p_powered``, the weakest p over the others
-  (beside, never instead of, ``true_hypotheses_max_p``);
+  (beside, never instead of, ``true_hypotheses_max_p``); ``true_hypotheses_zero_recall``: classes
+  whose rule fired before none of their failures — their lift is the ratio with ½ added to every
+  cell (the fleet test's convention for an empty cell), not evidence of anything;
 - ``scan_seconds`` (slowest scan), ``metrics_scanned``, ``samples_in_store`` (the whole store),
   ``peak_rss_mb`` (the process's peak; it includes the build when this run built the fleet);
 - ``classes_underpowered``: classes with fewer than ``MIN_POWERED`` interrupted failures carrying a
@@ -293,6 +295,8 @@ def run(options: dict, progress) -> dict:
         "false_discovery_rate": round(false_findings / findings, 3) if findings else None,
         "confounders_above_true": sum(1 for c in per_class if c["first_confounder_rank"] is not None
                                       and (c["rank"] is None or c["first_confounder_rank"] < c["rank"])),
+        # a rule that fired before no failure has a lift only by the ½ added to its empty cell: no evidence
+        "true_hypotheses_zero_recall": [c["class"] for c in tested if not (c.get("table") or {}).get("a")],
         "true_hypotheses_underpowered_tests": [c["class"] for c in tested if c.get("underpowered_test")],
         "true_hypotheses_max_p_powered": max((c["p"] for c in tested if c["p"] is not None
                                               and not c.get("underpowered_test")), default=None),
