@@ -59,7 +59,7 @@ from telemetry.simulator.batches import sample_batches
 from telemetry.simulator.failures import Cause
 from telemetry.simulator.haystack import COMPONENT_SETS, SERIES, Effect, Haystack, estimated_series_per_host
 from telemetry.simulator.manifest import iso
-from telemetry.simulator.scheduler import MODELS, USERS, Job, _size_choices
+from telemetry.simulator.scheduler import Job, _size_choices
 
 MAX_CHUNK_CELLS = 12_000  # hosts x steps per chunk: the per-NVLink arrays are 144 x that
 DEFAULT_FAILURE_SCALE = 20.0
@@ -302,7 +302,6 @@ def _schedule(topo, horizon: float, scale: float, rng, interval_s: float) -> Pla
     mean_dur = 10 * 3600 * np.exp(0.8**2 / 2)
     arrivals_per_s = 0.85 * n_hosts / (mean_size * mean_dur)
     next_id = [100000 + int(rng.integers(0, 800000))]
-    counters = {m: 0 for m in MODELS}
     plan = Plan([], [], [], [], correlated, lemons, hazard)
 
     def down_at(h: int, t: float) -> float | None:
@@ -311,14 +310,10 @@ def _schedule(topo, horizon: float, scale: float, rng, interval_s: float) -> Pla
                 return b
         return None
 
+    base_spec = scheduler.spec_maker(rng, sizes, size_p)
+
     def new_spec(submit_s: float) -> dict:
-        n = int(rng.choice(sizes, p=size_p))
-        model = MODELS[0] if n == sizes[-1] else MODELS[int(rng.integers(1, len(MODELS)))]
-        counters[model] += 1
-        dur = float(np.clip(np.exp(rng.normal(np.log(10 * 3600), 0.8)), 3600, 72 * 3600))
-        return {"name": f"{model}-{counters[model]}", "user": USERS[int(rng.integers(len(USERS)))], "n": n,
-                "work_s": dur, "submit_s": submit_s, "job_id": None, "run": 0,
-                "requeue": bool(rng.random() < REQUEUE_SHARE)}
+        return {**base_spec(submit_s), "job_id": None, "run": 0, "requeue": bool(rng.random() < REQUEUE_SHARE)}
 
     queue: list[dict] = []
     arrivals: list[dict] = []

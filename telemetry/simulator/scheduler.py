@@ -84,6 +84,23 @@ def _size_choices(n_hosts: int) -> tuple[list[int], np.ndarray]:
     return sizes, weights / weights.sum()
 
 
+def spec_maker(rng: np.random.Generator, sizes: list[int], size_p: np.ndarray):
+    """A job-spec factory: each call draws a job's size, model (the largest size runs the flagship
+    model), user and log-normal duration (median 10 h, clipped to 1–72 h) for a submit time. The
+    draws are in a fixed order, so a seed gives the same jobs wherever this is used."""
+    counters = {m: 0 for m in MODELS}
+
+    def new_spec(submit_s: float) -> dict:
+        n = int(rng.choice(sizes, p=size_p))
+        model = MODELS[0] if n == sizes[-1] else MODELS[int(rng.integers(1, len(MODELS)))]
+        counters[model] += 1
+        dur = float(np.clip(np.exp(rng.normal(np.log(10 * 3600), 0.8)), 3600, 72 * 3600))
+        return {"name": f"{model}-{counters[model]}", "user": USERS[int(rng.integers(len(USERS)))], "n": n,
+                "work_s": dur, "submit_s": submit_s}
+
+    return new_spec
+
+
 def _component(rng: np.random.Generator, cause: Cause) -> str:
     kind = cause.component_kind
     pool = {"gpu": GPUS, "nic": BACKEND_NICS, "fan": FANS, "psu": PSUS, "disk": DISKS}.get(kind)
@@ -99,15 +116,7 @@ def schedule(topo: Topology, horizon_s: float, failure_scale: float, rng: np.ran
     arrivals_per_s = 0.85 * n_hosts / (mean_size * mean_dur)
 
     next_id = [100000 + int(rng.integers(0, 800000))]
-    counters = {m: 0 for m in MODELS}
-
-    def new_spec(submit_s: float) -> dict:
-        n = int(rng.choice(sizes, p=size_p))
-        model = MODELS[0] if n == sizes[-1] else MODELS[int(rng.integers(1, len(MODELS)))]
-        counters[model] += 1
-        dur = float(np.clip(np.exp(rng.normal(np.log(10 * 3600), 0.8)), 3600, 72 * 3600))
-        return {"name": f"{model}-{counters[model]}", "user": USERS[int(rng.integers(len(USERS)))], "n": n,
-                "work_s": dur, "submit_s": submit_s}
+    new_spec = spec_maker(rng, sizes, size_p)
 
     queue: list[dict] = []
     t_arr = 0.0
