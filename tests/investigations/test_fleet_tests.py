@@ -50,6 +50,9 @@ def test_a_fleet_test_started_from_the_hypothesis_page_finds_the_precursor(known
     assert re.search(r'<td class="num">6</td><td class="num">0</td>', html)  # the 2x2 table's first row
     assert html.count("data-plotly-figure") == 3 and "/static/vendor/plotly-" in html
     assert html.count("fired t−3h") == 6  # every example, with its lead time
+    # what the table could show at best: 6 of 6 windows fired already, so its own p
+    assert r["power"]["windows_before"] == 6 and not r["power"]["underpowered"]
+    assert r["power"]["best_p"] == pytest.approx(r["p"]) and 'id="test-power"' in html
     figs = [json.loads(part.split("</script>")[0]) for part in html.split('<script type="application/json">')[1:]]
     assert [t["name"] for t in figs[0]["data"]] == ["before the outcome", "control windows"]
     # where the controls came from and why candidates were left out: the bars first, then the table
@@ -169,3 +172,28 @@ def test_the_page_shows_whether_the_rule_fired_on_the_failing_part_and_not_the_r
     used = sum(done.result["controls"].values())
     assert "⚑ job-wide" in row.split("</tr>")[0] and f">{used} · " in row.split("</tr>")[0]
     assert fig["data"][1]["y"][0].startswith("failing part, its own earlier windows · 0/")
+
+
+def test_an_underpowered_test_says_so(investigator):
+    """One failure: even a rule that fired before it could not show p < 0.01 against controls that
+    fire at 7 %; the page says the result reads "not shown", not "no"."""
+    from django.utils import timezone
+
+    from telemetry.queries import fleet_test as ft
+
+    h = hypotheses.pin_hypothesis(investigator, **SIGNAL)
+    a, b, c, d = 0, 3, 1, 40
+    result = {"hypothesis_id": h.pk, "signal": "s", "outcome": "NODE_FAIL", "clusters": ["x"], "range": None,
+              "outcome_interruptions": 1, "table": {"a": a, "b": b, "c": c, "d": d}, "lift": 1.0, "p": 1.0,
+              "recall": 0.0, "recall_ci": [0.0, 0.8], "control_rate": 0.07, "control_rate_ci": [0.02, 0.18],
+              "lift_ci": [0.1, 10.0], "precision": 0.0, "precision_ci": [0.0, 0.5], "alarms": 3, "true_alarms": 0,
+              "node_days": 10, "false_alarms_per_1000_node_days": 300.0, "lead_times_s": [], "lead_median_s": None,
+              "examples": [], "controls": {"same_hosts": 20, "peers": 23}, "no_data": {"before": 0, "controls": 0},
+              "power": ft._power(a, b, c, d)}
+    assert result["power"]["underpowered"] and 0.05 < result["power"]["best_p"] < 0.1
+    job = BackgroundJob.objects.create(kind="fleet_test", hypothesis=h, params={"hypothesis_id": h.pk}, state="succeeded",
+                                       result=result, finished_at=timezone.now())
+    page = client_for(investigator).get(f"/jobs/{job.pk}/").content.decode()
+    part = page.split('id="test-power"')[1].split("</p>")[0]
+    assert "underpowered: with 1 window before the outcome and 3 of 43 controls firing" in part
+    assert "p &lt; 0.01" in part or "p < 0.01" in part
