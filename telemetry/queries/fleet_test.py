@@ -123,6 +123,7 @@ class FleetTestResult:
     matched_on_activity: bool = False
     excluded: windows.Exclusions = field(default_factory=windows.Exclusions)  # candidate controls left out
     parts: fleet_contrasts.PartCounts = field(default_factory=fleet_contrasts.PartCounts)  # component contrasts
+    groups: dict = field(default_factory=dict)  # strata by the racks/drivers/firmware failures concentrate on
 
     def as_dict(self) -> dict:
         recall, rlo, rhi = jeffreys_interval(self.a, self.c)
@@ -141,6 +142,7 @@ class FleetTestResult:
             "no_data": {"before": self.no_data_before, "controls": self.no_data_controls},
             "controls": self.controls, "controls_excluded": self.excluded.as_dict(),
             "component_contrasts": self.parts.as_dict(),
+            "group_contrasts": fleet_contrasts.summarize_groups(self.groups),
             "matched_on_activity": self.matched_on_activity,
             "recall": recall, "recall_ci": [rlo, rhi],
             "control_rate": control_rate, "control_rate_ci": [clo, chi],
@@ -413,6 +415,7 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     _count_alarms(result, by_unit, chosen, failing, W)
     fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen, failing, host_t0s, coverage, W,
                             lo_s, hi_s, timeout_s=timeout_s)
+    fleet_contrasts.collect_groups(result.groups, cluster, found, chosen, failing, by_unit, timeout_s=timeout_s)
     result.node_days += sum(len(v) for v in coverage.values()) * COVERAGE_S / 86400
 
 

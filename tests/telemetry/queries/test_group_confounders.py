@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from telemetry.queries import contrasts, signal_scan, windows
+from telemetry.queries import contrasts, fleet_contrasts, fleet_test, signal_scan, windows
 
 from . import BASE, event_row, every, host_row, write_rows, write_samples
 from .test_fleet_test import _job
@@ -88,6 +88,35 @@ def test_a_precursor_on_the_failing_firmware_that_holds_within_it_is_the_finding
     assert not pw["holds"] and pw["before_within"] == 4 and pw["controls_within"] >= 3
     assert any("over-represented on firmware 96.00.99" in f and "does not hold" in f for f in power["flags"])
     assert power["q"] >= 0.05 and order.index("gpu.power") > order.index("gpu.pcie.replay")
+
+
+def test_the_fleet_test_flags_a_rule_that_marks_the_firmware_and_not_one_that_holds_within_it(fleet):
+    def groups_of(metric, condition, op, thr):
+        r = fleet_test.run(fleet_test.Signal(metric, condition, op, thr, 3 * 3600), windows.parse_outcome("XID 94"),
+                           clusters=[fleet]).as_dict()
+        assert r["outcome_interruptions"] == 4
+        return r, {(g["dimension"], g["value"]): g for g in r["group_contrasts"]}
+
+    # power above 540 W: every window on the old firmware's hosts fires, before failures and at
+    # healthy times alike: within the firmware nothing is left
+    r, got = groups_of("gpu.power", "threshold", ">", 540)
+    fw = got[("firmware", "96.00.99")]
+    assert fw["controls_in_group"]["rate"] > 0.9 and fw["fires_more_there_p"] < 0.01
+    assert not fw["holds_within"] and fw["flagged"]
+    # the replay rule fires before failures and not at healthy times on the same firmware: no flag
+    r, got = groups_of("gpu.pcie.replay", "rate", ">", 0.08)
+    fw = got[("firmware", "96.00.99")]
+    assert r["table"]["a"] == 4 and fw["before_in_group"]["fired"] == 4
+    assert fw["controls_in_group"]["fired"] <= 1 and not fw["flagged"]
+
+
+def test_the_mantel_haenszel_test_within_strata():
+    # within each stratum the rule fires as often before as in controls: no evidence, however the
+    # pooled table looks (all the before windows sit in the stratum where everything fires)
+    assert fleet_contrasts.mantel_haenszel_p([[[4, 40], [0, 0]], [[0, 2], [0, 38]]]) is None
+    assert fleet_contrasts.mantel_haenszel_p([[[2, 20], [2, 20]], [[0, 2], [0, 38]]]) == pytest.approx(0.5)
+    # fired 8 of 8 before against 2 of 40 controls in one stratum: a finding
+    assert fleet_contrasts.mantel_haenszel_p([[[8, 2], [0, 38]]]) < 1e-6
 
 
 def test_the_stratified_test_is_the_rank_sum_test_within_one_stratum():
