@@ -58,49 +58,48 @@ from telemetry import catalog, store
 
 QUERY_TIMEOUT_S = 600
 METRICS_PER_QUERY = 24
-MAX_LOOKUP = 500_000  # entries per look-up array parameter (the engine refuses arrays over 1,000,000)
+ROWS_PER_QUERY = 2_000_000  # rollup rows an engine query of the scores reads, about (bounds its memory)
+MAX_LOOKUP = 500_000  # window boundaries per query (the engine refuses an array parameter over 1,000,000)
 HOSTS_PER_ROLLING_QUERY = 8  # rolling_fires: a row per (host, unit, minute) comes back
 MIN_BASELINE_S = 6 * 3600
 MAX_BASELINE_S = 3 * 86400
 BASELINE_WINDOWS = 4
-GRID_CELLS_S = (3600, 900, 300, 60)  # the cells boundaries are looked up by, largest first
-CELL_BOUNDS = 4
-_NEVER = 2 ** 62
 
 # The rollup's rows as they are, no merge: a minute split over two unmerged parts counts as two
 # (a mean of means, a counter's first/last/highest are the same either way).
-_ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, intDiv(t, {grid_s:Int64}) AS cell, "
+_ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, "
          "sum / count AS v, max AS hi, min AS lo, toUnixTimestamp64Milli(max_ts) / 1000.0 AS c, "
          "metric IN {counters:Array(String)} AS is_counter FROM samples_1m "
          "WHERE cluster = {cluster:String} AND metric IN {metrics:Array(String)} AND host IN {hosts:Array(String)} "
          "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) AND count > 0 "
          "AND isFinite(v) AND isFinite(hi) AND isFinite(lo)")
 
-# Each row's segment: the last boundary at or before it. The boundaries go in as flat arrays
-# indexed by (host, grid cell): the host's last boundary before the cell (a0) and up to
-# CELL_BOUNDS inside it (a1..a4, sorted; a sentinel where there are fewer), so a look-up and a few
-# comparisons place every row — no join.
-_POS = ("toUInt32(transform(host, {hosts:Array(String)}, {host_idx:Array(UInt32)}, 0) * {n_cells:UInt32} "
-        "+ (cell - {cell0:Int64}) + 1)")
-_SEG_BY_BOUNDS = (
-    "multiIf(t >= {a4:Array(Int64)}[pos], {a4:Array(Int64)}[pos], t >= {a3:Array(Int64)}[pos], {a3:Array(Int64)}[pos], "
-    "        t >= {a2:Array(Int64)}[pos], {a2:Array(Int64)}[pos], t >= {a1:Array(Int64)}[pos], {a1:Array(Int64)}[pos], "
-    "        {a0:Array(Int64)}[pos])")
+# Each row's segment: the last boundary of its host at or before it (an ASOF join against the
+# boundaries, which go in as two flat arrays: the host's position in ``hosts``, from 1, and the
+# boundary; 0 where a row comes before all its host's boundaries). The boundaries are few (four
+# per window and host), so what a query costs grows with the rows it reads, not with the range or
+# the fleet (a look-up table per host and time cell cost ~4 µs per entry to bind, in every query).
+_ROWS_BY_BOUNDS = (
+    "SELECT r.metric AS metric, r.host AS host, r.component AS component, r.t AS t, r.v AS v, r.hi AS hi, "
+    " r.lo AS lo, r.c AS c, r.is_counter AS is_counter, b.seg AS seg "
+    "FROM (SELECT *, toUInt32(transform(host, {hosts:Array(String)}, {host_idx:Array(UInt32)}, 0)) AS hid "
+    f"      FROM ({_ROWS})) AS r "
+    "ASOF LEFT JOIN (SELECT x.1 AS hid, x.2 AS seg "
+    "                FROM (SELECT arrayJoin(arrayZip({b_host:Array(UInt32)}, {b_t:Array(Int64)})) AS x)) AS b "
+    "ON r.hid = b.hid AND r.t >= b.seg")
 
 
-def _segments_sql(seg: str, pos: str) -> str:
-    """Per (metric, host, component, segment) sums of the rollup rows; ``seg`` is a row's segment
-    (its last boundary; ``t``: every minute its own), ``pos`` what ``seg`` needs computed first."""
+def _segments_sql(rows: str) -> str:
+    """Per (metric, host, component, segment) sums of the rollup rows ``rows`` (with each row's
+    segment ``seg``: its last boundary; ``t``: every minute its own)."""
     return (
     "SELECT metric, host, component, seg, count() AS n, sum(v) AS sv, sum(v * v) AS sv2, "
     " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi, min(lo) AS min_lo, "
     " argMin(c, t) AS first_c, argMax(c, t) AS last_c, "
     " arraySort(groupArrayIf((t, hi, c), is_counter)) AS xs, "
     " arrayMax(arrayPushBack(arrayMap((x, y) -> if(y.3 > x.3 AND y.2 >= x.2, (y.2 - x.2) / (y.3 - x.3), 0.), "
-    "   arrayPopBack(xs), arrayPopFront(xs)), 0.)) AS rate_in FROM ("
-    f"  SELECT metric, host, component, t, v, hi, lo, c, is_counter, {pos}{seg} AS seg "
-    f"  FROM ({_ROWS})) "
-    "WHERE seg > 0 GROUP BY metric, host, component, seg")
+    "   arrayPopBack(xs), arrayPopFront(xs)), 0.)) AS rate_in "
+    f"FROM ({rows}) WHERE seg > 0 GROUP BY metric, host, component, seg")
 
 # The counter's increase in a segment: last − first when it only grew; across one reset (a reboot
 # starts it again from 0) the climb to the highest value plus the climb after the reset. The step
@@ -127,9 +126,9 @@ def _units_sql(segments: str) -> str:
     "GROUP BY metric, host, unit, seg ORDER BY metric, host, unit, seg")
 
 
-_UNITS = _units_sql(_segments_sql(_SEG_BY_BOUNDS, f"{_POS} AS pos, "))
+_UNITS = _units_sql(_segments_sql(_ROWS_BY_BOUNDS))
 # Every minute its own segment: the rolling scores of a rule (``rolling_fires``).
-_UNIT_MINUTES = _units_sql(_segments_sql("t", ""))
+_UNIT_MINUTES = _units_sql(_segments_sql(f"SELECT *, t AS seg FROM ({_ROWS})"))
 
 
 def baseline_for(W: int) -> int:
@@ -146,37 +145,6 @@ class Scores:
     score: dict[str, dict[int, dict[tuple[str, str], float]]]
     level: dict[str, dict[int, dict[tuple[str, str], float]]]
     rule: dict[str, dict[int, dict[tuple[str, str], float]]]
-
-
-def _grid(bounds: list[tuple[str, int]], hosts: list[str], lo_s: int, hi_s: int) -> dict:
-    """The look-up parameters of ``_SEGMENTS``: per (host, cell) from lo_s to hi_s, the host's last
-    boundary before the cell (0: none) and its boundaries inside it, padded with a sentinel; the
-    cell is the largest of GRID_CELLS_S that no cell overflows."""
-    per_host: dict[str, list[int]] = {}
-    for h, b in bounds:
-        per_host.setdefault(h, []).append(b)
-    arrs = [np.asarray(sorted(per_host.get(h, [])), dtype=np.int64) for h in hosts]
-    for size in GRID_CELLS_S:
-        cell0, n_cells = lo_s // size, hi_s // size - lo_s // size + 1
-        edges = (cell0 + np.arange(n_cells + 1, dtype=np.int64)) * size
-        table = np.full((CELL_BOUNDS + 1, len(hosts), n_cells), _NEVER, dtype=np.int64)
-        table[0] = 0
-        ok = True
-        for k, arr in enumerate(arrs):
-            cut = np.searchsorted(arr, edges, "left")  # boundaries before each cell edge
-            i, j = cut[:-1], cut[1:]
-            if np.any(j - i > CELL_BOUNDS):
-                ok = False
-                break
-            table[0, k] = np.where(i > 0, arr[np.maximum(i - 1, 0)] if len(arr) else 0, 0)
-            for slot in range(CELL_BOUNDS):
-                has = i + slot < j
-                table[slot + 1, k, has] = arr[(i + slot)[has]]
-        if ok:
-            out = {"host_idx": list(range(len(hosts))), "cell0": int(cell0), "n_cells": int(n_cells), "grid_s": size}
-            out.update({f"a{slot}": table[slot].ravel().tolist() for slot in range(CELL_BOUNDS + 1)})
-            return out
-    raise ValueError("window boundaries closer than a minute apart")
 
 
 def _range(ufunc, x: np.ndarray, i0: np.ndarray, i1: np.ndarray) -> np.ndarray:
@@ -208,13 +176,29 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
                   host_t0s: dict[str, np.ndarray] | None = None, progress=None,
                   timeout_s: int = QUERY_TIMEOUT_S) -> Scores:
     """Every unit's score and raw value in each of ``spans`` (objects with hosts, start, end; all
-    of one length W) for each of ``metrics``: a few engine queries, ``METRICS_PER_QUERY`` metrics
-    each. ``host_t0s`` (each host's sorted interruption times): a baseline starts no earlier than
-    one window after the host's last interruption before the window (a dead job's idle fans, a
-    reboot's reset counters are no baseline)."""
-    out = Scores({m: {} for m in metrics}, {m: {} for m in metrics}, {m: {} for m in metrics})
+    of one length W) for each of ``metrics``, all held at once (``iter_window_scores`` gives them
+    one metric at a time). ``host_t0s`` (each host's sorted interruption times): a baseline starts
+    no earlier than one window after the host's last interruption before the window (a dead job's
+    idle fans, a reboot's reset counters are no baseline)."""
+    out = Scores({}, {}, {})
+    for metric, score, level, rule in iter_window_scores(cluster, spans, metrics, baseline_s=baseline_s,
+                                                         host_t0s=host_t0s, progress=progress, timeout_s=timeout_s):
+        out.score[metric], out.level[metric], out.rule[metric] = score, level, rule
+    return out
+
+
+def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | None = None,
+                       host_t0s: dict[str, np.ndarray] | None = None, progress=None,
+                       timeout_s: int = QUERY_TIMEOUT_S):
+    """``(metric, score, level, rule)`` for each of ``metrics`` in turn, each a dict per window
+    index of (host, unit) -> value as ``Scores`` holds them. Memory stays bounded whatever the
+    fleet: an engine query reads at most about ``ROWS_PER_QUERY`` rollup rows (a batch of metrics
+    on a slice of hosts, sized by the rows each metric has on each host), and only the batch's
+    per-window values are held (compactly) until its metrics are handed out, one at a time."""
     if not spans or not metrics:
-        return out
+        for metric in metrics:
+            yield metric, {}, {}, {}
+        return
     W = int(spans[0].end - spans[0].start)
     B = int(baseline_s or baseline_for(W))
     by_host: dict[str, list[tuple[int, int]]] = {}  # host -> [(window index, baseline start)]
@@ -230,41 +214,103 @@ def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | 
     hi_s = int(ends.max())
     win_idx = {h: (np.array([i for i, _ in v], dtype=np.int64), np.array([b for _, b in v], dtype=np.int64))
                for h, v in by_host.items()}
-    slices = _host_slices(bounds, sorted(by_host), lo_s, hi_s)
-    for c in range(0, len(metrics), METRICS_PER_QUERY):
-        batch = metrics[c:c + METRICS_PER_QUERY]
+    hosts = sorted(by_host)
+    rows = _row_counts(cluster, metrics, hosts, lo_s, hi_s, timeout_s=timeout_s)
+    slices = _host_slices(bounds, hosts, rows)
+    done = 0
+    for batch in _metric_batches(metrics, slices, rows):
         if progress:
-            progress(c, len(metrics), f"scores: metrics {c + 1}-{c + len(batch)} of {len(metrics)}")
+            progress(done, len(metrics), f"scores: metrics {done + 1}-{done + len(batch)} of {len(metrics)}")
         counters = [m for m in batch if catalog.get(m).is_counter]
-        for hosts, grid in slices:
+        got: dict[str, list] = {m: [] for m in batch}
+        for part, params in slices:
+            if not any(rows.get((m, h)) for m in batch for h in part):
+                continue
             table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "counters": counters,
-                                               "hosts": hosts, "lo_s": lo_s,
-                                               "hi_s": hi_s, **grid},
+                                               "hosts": part, "lo_s": lo_s, "hi_s": hi_s, **params},
                                       tag="scores:window_scores", timeout_s=timeout_s)
             if table.num_rows:
-                _reduce(table, win_idx, starts, ends, out)
+                _reduce(table, win_idx, starts, ends, got)
+            del table
+        for metric in batch:
+            pieces = got.pop(metric)
+            yield (metric, *_as_dicts(pieces))
+        done += len(batch)
+
+
+_ROW_COUNTS = ("SELECT metric, host, count() FROM samples_1m WHERE cluster = {cluster:String} "
+               "AND metric IN {metrics:Array(String)} AND host IN {hosts:Array(String)} "
+               "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) GROUP BY metric, host")
+
+
+def _row_counts(cluster: str, metrics: list[str], hosts: list[str], lo_s: int, hi_s: int, *,
+                timeout_s: int) -> dict[tuple[str, str], int]:
+    """The rollup rows of each (metric, host) in [lo_s, hi_s): what sizes the queries."""
+    got = store.query_rows(_ROW_COUNTS, {"cluster": cluster, "metrics": list(metrics), "hosts": list(hosts),
+                                         "lo_s": lo_s, "hi_s": hi_s}, tag="scores:row_counts", timeout_s=timeout_s)
+    return {(m, h): int(n) for m, h, n in got}
+
+
+def _metric_batches(metrics: list[str], slices, rows: dict[tuple[str, str], int]) -> list[list[str]]:
+    """The metrics in order, in batches of at most ``METRICS_PER_QUERY`` whose rows on every host
+    slice stay within ``ROWS_PER_QUERY`` (a metric alone over it is a batch of its own)."""
+    out: list[list[str]] = []
+    batch: list[str] = []
+    load = np.zeros(len(slices))
+    for m in metrics:
+        need = np.array([sum(rows.get((m, h), 0) for h in part) for part, _ in slices], dtype=float)
+        if batch and (len(batch) >= METRICS_PER_QUERY or np.any(load + need > ROWS_PER_QUERY)):
+            out.append(batch)
+            batch, load = [], np.zeros(len(slices))
+        batch.append(m)
+        load += need
+    if batch:
+        out.append(batch)
     return out
 
 
-def _host_slices(bounds: list[tuple[str, int]], hosts: list[str], lo_s: int, hi_s: int) -> list[tuple[list[str], dict]]:
-    """The hosts in slices whose look-up arrays (hosts x cells each) stay within ``MAX_LOOKUP``
-    entries — the engine refuses an array parameter of more than a million — each with its own
-    grid: one slice for a small fleet, more where many hosts, a long range or closely spaced
-    windows (a fine grid) would overflow it."""
-    grid = _grid(bounds, hosts, lo_s, hi_s)
-    if len(hosts) * grid["n_cells"] <= MAX_LOOKUP:
-        return [(hosts, grid)]
-    per = max(1, MAX_LOOKUP // grid["n_cells"])
+def _host_slices(bounds: list[tuple[str, int]], hosts: list[str],
+                 rows: dict[tuple[str, str], int] | None = None) -> list[tuple[list[str], dict]]:
+    """The hosts in slices, each with its boundaries as the query takes them: a slice's rows of any
+    one metric (``rows``: per (metric, host)) stay within ``ROWS_PER_QUERY / 4`` — so a query's
+    memory does not grow with the fleet — and its boundaries within ``MAX_LOOKUP`` (the engine
+    refuses an array parameter of more than a million). One slice for a small fleet."""
+    per_metric: dict[str, dict[str, int]] = {}
+    for (m, h), n in (rows or {}).items():
+        per_metric.setdefault(h, {})[m] = n
+    by: dict[str, list[int]] = {h: [] for h in hosts}
+    for h, b in bounds:
+        by[h].append(b)
+    cap = ROWS_PER_QUERY // 4
+    parts: list[list[str]] = []
+    part: list[str] = []
+    load: dict[str, int] = {}
+    n_bounds = 0
+    for h in hosts:
+        more = _add(dict(load), per_metric, [h])
+        if part and (max(more.values(), default=0) > cap or n_bounds + len(by[h]) > MAX_LOOKUP):
+            parts.append(part)
+            part, more, n_bounds = [], _add({}, per_metric, [h]), 0
+        part.append(h)
+        load, n_bounds = more, n_bounds + len(by[h])
+    if part:
+        parts.append(part)
     out = []
-    for c in range(0, len(hosts), per):
-        part = hosts[c:c + per]
-        keep = set(part)
-        g = _grid([(h, b) for h, b in bounds if h in keep], part, lo_s, hi_s)
-        if len(part) * g["n_cells"] > MAX_LOOKUP:
-            raise ValueError(f"the windows span {g['n_cells']:,} cells of {g['grid_s']} s on one host, more than the "
-                             f"engine takes in one query ({MAX_LOOKUP:,}): scan a shorter range")
-        out.append((part, g))
+    for part in parts:
+        b_host = [k + 1 for k, h in enumerate(part) for _ in by[h]]
+        if len(b_host) > MAX_LOOKUP:
+            raise ValueError(f"{len(b_host):,} window boundaries on one host, more than the engine takes in one "
+                             f"query ({MAX_LOOKUP:,}): scan fewer windows")
+        out.append((part, {"host_idx": list(range(1, len(part) + 1)), "b_host": b_host,
+                           "b_t": [b for h in part for b in by[h]]}))
     return out
+
+
+def _add(load: dict[str, int], per_metric: dict[str, dict[str, int]], hosts: list[str]) -> dict[str, int]:
+    for h in hosts:
+        for m, n in per_metric.get(h, {}).items():
+            load[m] = load.get(m, 0) + n
+    return load
 
 
 def _statistic(is_counter: bool, n, nv, sv, sv2, inc, i0, i1, j0, j1):
@@ -272,14 +318,20 @@ def _statistic(is_counter: bool, n, nv, sv, sv2, inc, i0, i1, j0, j1):
     against its baseline — segments [j0, j1) — as the module docstring defines it; also the
     window's amount (a counter's increase, a gauge's mean) and the minutes of window and baseline."""
     if is_counter:
-        N, I = _cum(n), _cum(inc)
-        nw, nb = N[i1] - N[i0], N[j1] - N[j0]
-        k, kb = I[i1] - I[i0], I[j1] - I[j0]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam = kb * nw / nb
-            score = np.log((k + 1.0) / (lam + 1.0))
-        return score, k, nw, nb
-    NV, S, S2 = _cum(nv), _cum(sv), _cum(sv2)
+        return _counter_statistic(_cum(n), _cum(inc), i0, i1, j0, j1)
+    return _gauge_statistic(_cum(nv), _cum(sv), _cum(sv2), i0, i1, j0, j1)
+
+
+def _counter_statistic(N, I, i0, i1, j0, j1):
+    nw, nb = N[i1] - N[i0], N[j1] - N[j0]
+    k, kb = I[i1] - I[i0], I[j1] - I[j0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = kb * nw / nb
+        score = np.log((k + 1.0) / (lam + 1.0))
+    return score, k, nw, nb
+
+
+def _gauge_statistic(NV, S, S2, i0, i1, j0, j1):
     nw, nb = NV[i1] - NV[i0], NV[j1] - NV[j0]
     with np.errstate(divide="ignore", invalid="ignore"):
         mw = (S[i1] - S[i0]) / nw
@@ -294,7 +346,25 @@ def _scored(score, nw, nb):
     return (nw > 0) & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
 
 
-def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
+def _group_cums(x: np.ndarray, ga: np.ndarray, gb: np.ndarray, groups) -> np.ndarray:
+    """Each group's prefix sums (``_cum`` of its rows x[a:b], summed in the same order, so the
+    same numbers to the last bit), laid end to end: group g's occupy [a + g, b + g + 1)."""
+    out = np.zeros(len(x) + len(ga))
+    for g in groups:
+        a, b = int(ga[g]), int(gb[g])
+        out[a + g:b + g + 1] = _cum(x[a:b])
+    return out
+
+
+_KEY = 1 << 34  # seconds a group's segments may span in the composite (group, second) keys
+
+
+def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
+    """Each (metric, host, unit) of one ``_UNITS`` result (a group: its rows, ordered by segment),
+    reduced to its windows' values and appended to ``out[metric]`` as arrays (``_as_dicts`` turns
+    a metric's into ``Scores``' dicts, in the same order: by host, then unit). All groups' windows
+    at once: a window's segments are found in the composite (group, segment) keys, its sums from
+    the group's own prefix sums — the same numbers as a group at a time."""
     metric_col = table.column(0).to_pandas().astype(str).to_numpy()
     host_col = table.column(1).to_pandas().astype(str).to_numpy()
     unit_col = table.column(2).to_pandas().astype(str).to_numpy()
@@ -307,49 +377,100 @@ def _reduce(table, win_idx, starts, ends, out: Scores) -> None:
     rate = table.column(9).to_numpy().astype(float)
     vhi = table.column(10).to_numpy().astype(float)
     vlo = table.column(11).to_numpy().astype(float)
-    key = np.char.add(np.char.add(metric_col.astype(str), "\x00"),
-                      np.char.add(np.char.add(host_col.astype(str), "\x00"), unit_col.astype(str)))
-    cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
-    edges = np.concatenate(([0], cuts, [len(key)]))
+    change = (metric_col[1:] != metric_col[:-1]) | (host_col[1:] != host_col[:-1]) | (unit_col[1:] != unit_col[:-1])
+    cuts = np.flatnonzero(change) + 1
+    ga = np.concatenate(([0], cuts)).astype(np.int64)
+    gb = np.concatenate((cuts, [len(seg)])).astype(np.int64)
     info: dict[str, tuple[bool, float]] = {}
-    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
-        metric, host, unit = metric_col[a], host_col[a], unit_col[a]
+    kept, pair_g, pair_w, pair_b0 = [], [], [], []
+    is_counter_g = np.zeros(len(ga), dtype=bool)
+    sign_g = np.ones(len(ga))
+    for g, a in enumerate(ga.tolist()):
+        metric, host = metric_col[a], host_col[a]
         found = win_idx.get(host)
         if found is None:
             continue
-        wins, b0 = found
         if metric not in info:
             m = catalog.get(metric)
             info[metric] = (m.is_counter, -1.0 if m.bad == "down" else 1.0)
-        is_counter, sign = info[metric]
-        segs = seg[a:b]
-        s, e = starts[wins], ends[wins]
-        i0 = np.searchsorted(segs, s, "left")
-        i1 = np.searchsorted(segs, e - 59, "left")
-        j0 = np.searchsorted(segs, b0, "left")
-        j1 = np.searchsorted(segs, s - 59, "left")
-        score, amount, nw, nb = _statistic(is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b],
-                                           i0, i1, j0, j1)
-        level = amount / (e - s) if is_counter else amount
-        # what a rule on the metric reads in the window: the highest minute rate (counters), the
-        # highest minute value (the lowest for a metric whose bad direction is down)
+        is_counter_g[g], sign_g[g] = info[metric]
+        kept.append(g)
+        pair_g.append(np.full(len(found[0]), g, dtype=np.int64))
+        pair_w.append(found[0])
+        pair_b0.append(found[1])
+    if not kept:
+        return
+    pg, pw, pb0 = np.concatenate(pair_g), np.concatenate(pair_w), np.concatenate(pair_b0)
+    base = int(min(seg.min(), pb0.min(), starts.min() - 59))
+    row_g = np.repeat(np.arange(len(ga), dtype=np.int64), gb - ga)
+    keys = row_g * _KEY + (seg - base)
+    s, e = starts[pw], ends[pw]
+
+    def find(t):  # index of the group's first segment at or after t (global row index)
+        return np.searchsorted(keys, pg * _KEY + (t - base), "left")
+
+    i0, i1, j0, j1 = find(s), find(e - 59), find(pb0), find(s - 59)
+    counter = is_counter_g[pg]
+    score = np.empty(len(pg))
+    amount = np.empty(len(pg))
+    nw = np.empty(len(pg))
+    nb = np.empty(len(pg))
+    # prefix-sum positions: group g's entries sit g further along (each group starts with its 0)
+    for mask, is_counter in ((counter, True), (~counter, False)):
+        if not mask.any():
+            continue
+        groups = [g for g in kept if is_counter_g[g] == is_counter]
+        off = pg[mask]
+        a0, a1, b0_, b1 = i0[mask] + off, i1[mask] + off, j0[mask] + off, j1[mask] + off
         if is_counter:
-            rule = _range(np.maximum, rate[a:b], i0, i1)
-        elif sign < 0:
-            rule = _range(np.minimum, vlo[a:b], i0, i1)
+            Np = _spread(np.concatenate(([0.0], np.cumsum(n))), ga, gb)  # whole minutes: exact
+            got = _counter_statistic(Np, _group_cums(inc, ga, gb, groups), a0, a1, b0_, b1)
         else:
-            rule = _range(np.maximum, vhi[a:b], i0, i1)
-        seen = (nw > 0) & np.isfinite(level)
-        ok = seen & _scored(score, nw, nb)
-        sc_m, lv_m, rule_m = out.score[metric], out.level[metric], out.rule[metric]
-        key = (host, unit)
-        for wi, has, good, sc, lv, rv in zip(wins.tolist(), seen.tolist(), ok.tolist(), (sign * score).tolist(),
+            Np = _spread(np.concatenate(([0.0], np.cumsum(nv))), ga, gb)
+            got = _gauge_statistic(Np, _group_cums(sv, ga, gb, groups), _group_cums(sv2, ga, gb, groups),
+                                   a0, a1, b0_, b1)
+        score[mask], amount[mask], nw[mask], nb[mask] = got
+    level = np.where(counter, amount / (e - s), amount)
+    # what a rule on the metric reads in the window: the highest minute rate (counters), the
+    # highest minute value (the lowest for a metric whose bad direction is down)
+    down = sign_g[pg] < 0
+    rule = np.where(counter, _range(np.maximum, rate, i0, i1),
+                    np.where(down, _range(np.minimum, vlo, i0, i1), _range(np.maximum, vhi, i0, i1)))
+    seen = (nw > 0) & np.isfinite(level)
+    ok = seen & _scored(score, nw, nb)
+    oriented = sign_g[pg] * score
+    pair_cuts = np.flatnonzero(pg[1:] != pg[:-1]) + 1
+    for a, b in zip(np.r_[0, pair_cuts].tolist(), np.r_[pair_cuts, len(pg)].tolist()):
+        if not seen[a:b].any():
+            continue
+        r = int(ga[pg[a]])
+        out[metric_col[r]].append(((host_col[r], unit_col[r]), pw[a:b], seen[a:b], ok[a:b], oriented[a:b],
+                                   level[a:b], rule[a:b]))
+
+
+def _spread(P: np.ndarray, ga: np.ndarray, gb: np.ndarray) -> np.ndarray:
+    """Whole-table prefix sums of whole numbers (minute counts) laid out as ``_group_cums`` lays
+    out each group's own (group g's at [a + g, b + g + 1), from 0): exact, the same numbers."""
+    gid = np.repeat(np.arange(len(ga), dtype=np.int64), gb - ga + 1)
+    pos = np.arange(len(gid), dtype=np.int64)
+    return P[pos - gid] - P[ga[gid]]
+
+
+def _as_dicts(pieces: list) -> tuple[dict, dict, dict]:
+    """One metric's score, level and rule dicts (window index -> (host, unit) -> value) from its
+    ``_reduce`` pieces."""
+    sc_m: dict[int, dict] = {}
+    lv_m: dict[int, dict] = {}
+    rule_m: dict[int, dict] = {}
+    for key, wins, seen, ok, score, level, rule in pieces:
+        for wi, has, good, sc, lv, rv in zip(wins.tolist(), seen.tolist(), ok.tolist(), score.tolist(),
                                              level.tolist(), rule.tolist()):
             if has:
                 lv_m.setdefault(wi, {})[key] = lv
                 rule_m.setdefault(wi, {})[key] = rv
             if good:
                 sc_m.setdefault(wi, {})[key] = sc
+    return sc_m, lv_m, rule_m
 
 
 def rolling_fires(cluster: str, metric: str, W: int, operator: str, threshold: float, lo_s: int, hi_s: int,
@@ -372,7 +493,7 @@ def rolling_fires(cluster: str, metric: str, W: int, operator: str, threshold: f
         table = store.query_arrow(_UNIT_MINUTES, {"cluster": cluster, "metrics": [metric],
                                                   "counters": [metric] if m.is_counter else [],
                                                   "hosts": hosts[c:c + HOSTS_PER_ROLLING_QUERY],
-                                                  "lo_s": int(lo_s - B - W), "hi_s": int(hi_s), "grid_s": 60},
+                                                  "lo_s": int(lo_s - B - W), "hi_s": int(hi_s)},
                                   tag="scores:rolling_fires", timeout_s=timeout_s)
         _rolling_hits(table, m.is_counter, sign, W, B, operator, threshold, lo_s, hi_s, host_t0s, out)
     return out

@@ -147,7 +147,7 @@ def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
     minute rate or value: what the pinned rule will read); the third the host the value was read
     on where the outcome names the failing unit, else the window's hosts (the group tests, see
     ``contrasts.within_group``)."""
-    fams = {contrasts.family(u) for vals in unit_level.values() for (_, u) in vals}
+    fams = {contrasts.family(u) for u in {u for vals in unit_level.values() for (_, u) in vals}}
     out = []
     for wi, w in enumerate(found):
         fail = failing[w.index] if w.index < len(failing) else None
@@ -248,12 +248,10 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         def step(i, n, stage, _done=done):
             say(_done + i, total, stage)
 
-        found_scores = scores.window_scores(cluster, spans, names, host_t0s=host_t0s, progress=step,
-                                             timeout_s=timeout_s)
-        done += len(names)
-        for metric in names:
-            unit_scores, unit_level = found_scores.score[metric], found_scores.level[metric]
-            picked = pick_values(found, chosen, failing, unit_scores, unit_level, found_scores.rule[metric],
+        # one metric at a time: only its per-window values are held (bounded memory on any fleet)
+        for metric, unit_scores, unit_level, unit_rule in scores.iter_window_scores(
+                cluster, spans, names, host_t0s=host_t0s, progress=step, timeout_s=timeout_s):
+            picked = pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
                                  -1.0 if catalog.get(metric).bad == "down" else 1.0)
             before, control = values.setdefault(metric, ([], []))
             raw_b, raw_c = raws.setdefault(metric, ([], []))
@@ -273,6 +271,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                     gaps[w.kind != "before"] += 1
             parts[metric] = contrasts.collect(unit_scores, spans, failing, True, parts.get(metric),
                                               levels=unit_level, highest_level=catalog.get(metric).bad != "down")
+        done += len(names)
     say(total, total, "ranking")
     rows = []
     for metric, (before, control) in values.items():

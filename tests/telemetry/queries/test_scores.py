@@ -92,27 +92,67 @@ def test_a_units_score_is_its_departure_from_its_own_past(fleet):
     assert rule[0][("t01", "gpu1")] > 1.5 * raw[0][("t01", "gpu1")] and rule[1][("t01", "gpu1")] < 0.05
 
 
-def test_many_hosts_or_a_fine_grid_are_read_in_host_slices_with_the_same_scores(fleet, monkeypatch):
-    """The engine refuses an array parameter of more than a million entries: a 96-host, 14-day
-    scan's look-up arrays (hosts x cells) reached 2,071,392 and the scan died with
-    TOO_LARGE_ARRAY_SIZE. Past ``MAX_LOOKUP`` the hosts are read in slices, each with its own
-    grid, and every score is the same as in one query."""
+def test_queries_of_bounded_size_give_the_same_scores_to_the_last_bit(fleet, monkeypatch):
+    """The scores are read in queries of at most about ``ROWS_PER_QUERY`` rollup rows (a batch of
+    metrics on a slice of hosts), so memory does not grow with the fleet: a 96-host, 14-day scan
+    held 11 GB when every metric's scores came from all hosts at once. However the fleet is cut —
+    one metric on two hosts a query, or everything in one — every score, level and rule value is
+    the same, in the same order (ties between units are broken by it)."""
     W = 3 * 3600
     t0s = {h: int((BASE + timedelta(hours=hrs)).timestamp()) for h, hrs in FAILURES.items()}
     spans = [windows.Window("before", i, (h,), t - W, t) for i, (h, t) in enumerate(sorted(t0s.items()))]
     spans += [windows.Window("peers", i, (p,), t - W, t) for i, t in enumerate(sorted(t0s.values()))
               for p in HOSTS if p not in t0s]
-    metric = "gpu.ecc.dram_sbe_volatile"
-    whole = scores.window_scores(fleet, spans, [metric])
-    bounds = sorted({(h, b) for w in spans for h in w.hosts for b in (w.start - 60, w.start, w.end)})
+    spans += [windows.Window("same_hosts", i, (h,), t - W - k * W, t - k * W) for i, (h, t) in enumerate(sorted(t0s.items()))
+              for k in (2, 5, 9)]
+    metrics = ["gpu.ecc.dram_sbe_volatile", "gpu.pcie.replay"]
+    whole = scores.window_scores(fleet, spans, metrics, host_t0s={h: np.array([t]) for h, t in t0s.items()})
+    queries = []
+    real = scores.store.query_arrow
+
+    def counted(sql, params, **kw):
+        if kw.get("tag") == "scores:window_scores":
+            queries.append((tuple(params["metrics"]), tuple(params["hosts"])))
+        return real(sql, params, **kw)
+
+    monkeypatch.setattr(scores.store, "query_arrow", counted)
     hosts = sorted({h for w in spans for h in w.hosts})
-    n_cells = scores._grid(bounds, hosts, min(b for _, b in bounds) - 60, max(w.end for w in spans))["n_cells"]
-    monkeypatch.setattr(scores, "MAX_LOOKUP", 2 * n_cells)  # two hosts a slice
-    assert len(scores._host_slices(bounds, hosts, min(b for _, b in bounds) - 60, max(w.end for w in spans))) > 1
-    sliced = scores.window_scores(fleet, spans, [metric])
-    assert sliced.score[metric] == whole.score[metric] and sliced.level[metric] == whole.level[metric]
-    assert sum(len(v) for v in whole.score[metric].values()) >= len(spans)
-    # one host whose cells alone exceed the bound: refused with what to do, not the engine's error
-    monkeypatch.setattr(scores, "MAX_LOOKUP", 1)
-    with pytest.raises(ValueError, match="scan a shorter range"):
-        scores.window_scores(fleet, spans, [metric])
+    rows = scores._row_counts(fleet, metrics, hosts, int(BASE.timestamp()), max(w.end for w in spans), timeout_s=60)
+    monkeypatch.setattr(scores, "ROWS_PER_QUERY", 4 * max(rows.values()))  # a host a query ...
+    monkeypatch.setattr(scores, "METRICS_PER_QUERY", 1)  # ... and a metric
+    sliced = scores.window_scores(fleet, spans, metrics, host_t0s={h: np.array([t]) for h, t in t0s.items()})
+    assert sorted(queries) == sorted(((m,), (h,)) for m in metrics for h in hosts)
+    for m in metrics:
+        for got, want in ((sliced.score[m], whole.score[m]), (sliced.level[m], whole.level[m]),
+                          (sliced.rule[m], whole.rule[m])):
+            assert list(got) == list(want)
+            assert all(list(got[w].items()) == list(want[w].items()) for w in want)
+    assert sum(len(v) for v in whole.score[metrics[0]].values()) >= len(spans)
+    # the windows' values, as _reduce finds them all at once, are each unit's own computation
+    # (``_statistic`` on the unit's segments alone, as a unit at a time would do it)
+    m = metrics[0]
+    for wi, w in enumerate(spans[:8]):
+        for (h, u), v in whole.score[m][wi].items():
+            assert v == _one_unit_score(fleet, spans, wi, h, u, m, t0s)
+
+
+def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
+    W = spans[0].end - spans[0].start
+    B = scores.baseline_for(W)
+    wins = [(i, int(scores._baseline_starts(np.array([w.start]), W, B, np.array([t0s[host]]) if host in t0s else None)[0]))
+            for i, w in enumerate(spans) if host in w.hosts]
+    bounds = sorted({b for i, b0 in wins for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
+    lo = bounds[0] - 60
+    table = scores.store.query_arrow(scores._UNITS, {
+        "cluster": cluster, "metrics": [metric], "counters": [metric], "hosts": [host], "lo_s": lo,
+        "hi_s": max(w.end for w in spans), "host_idx": [1], "b_host": [1] * len(bounds), "b_t": bounds}, tag="test")
+    d = table.to_pydict()
+    keep = [k for k, u in enumerate(d["unit"]) if u == unit]
+    segs = np.array([d["seg"][k] for k in keep])
+    col = lambda name: np.array([d[name][k] for k in keep], dtype=float)  # noqa: E731
+    b0 = dict(wins)[wi]
+    s, e = spans[wi].start, spans[wi].end
+    i0, i1, j0, j1 = (np.searchsorted(segs, [x], "left") for x in (s, e - 59, b0, s - 59))
+    score, _, _, _ = scores._statistic(True, col("u_n"), col("u_nv"), col("u_sv"), col("u_sv2"), col("u_inc"),
+                                       i0, i1, j0, j1)
+    return float(score[0])
