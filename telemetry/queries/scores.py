@@ -58,7 +58,7 @@ from telemetry import catalog, store
 
 QUERY_TIMEOUT_S = 600
 METRICS_PER_QUERY = 24
-ROWS_PER_QUERY = 2_000_000  # rollup rows an engine query of the scores reads, about (bounds its memory)
+ROWS_PER_QUERY = 4_000_000  # rollup rows an engine query of the scores reads, about (bounds its memory)
 MAX_LOOKUP = 500_000  # window boundaries per query (the engine refuses an array parameter over 1,000,000)
 HOSTS_PER_ROLLING_QUERY = 8  # rolling_fires: a row per (host, unit, minute) comes back
 MIN_BASELINE_S = 6 * 3600
@@ -216,16 +216,14 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
                for h, v in by_host.items()}
     hosts = sorted(by_host)
     rows = _row_counts(cluster, metrics, hosts, lo_s, hi_s, timeout_s=timeout_s)
-    slices = _host_slices(bounds, hosts, rows)
     done = 0
-    for batch in _metric_batches(metrics, slices, rows):
+    for batch in _metric_batches(metrics, rows):
         if progress:
             progress(done, len(metrics), f"scores: metrics {done + 1}-{done + len(batch)} of {len(metrics)}")
         counters = [m for m in batch if catalog.get(m).is_counter]
         got: dict[str, list] = {m: [] for m in batch}
-        for part, params in slices:
-            if not any(rows.get((m, h)) for m in batch for h in part):
-                continue
+        for part, params in _host_slices(bounds, [h for h in hosts if any(rows.get((m, h)) for m in batch)],
+                                         {k: n for k, n in rows.items() if k[0] in got}):
             table = store.query_arrow(_UNITS, {"cluster": cluster, "metrics": batch, "counters": counters,
                                                "hosts": part, "lo_s": lo_s, "hi_s": hi_s, **params},
                                       tag="scores:window_scores", timeout_s=timeout_s)
@@ -233,8 +231,7 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
                 _reduce(table, win_idx, starts, ends, got)
             del table
         for metric in batch:
-            pieces = got.pop(metric)
-            yield (metric, *_as_dicts(pieces))
+            yield (metric, *_as_dicts(got.pop(metric)))
         done += len(batch)
 
 
@@ -251,17 +248,21 @@ def _row_counts(cluster: str, metrics: list[str], hosts: list[str], lo_s: int, h
     return {(m, h): int(n) for m, h, n in got}
 
 
-def _metric_batches(metrics: list[str], slices, rows: dict[tuple[str, str], int]) -> list[list[str]]:
-    """The metrics in order, in batches of at most ``METRICS_PER_QUERY`` whose rows on every host
-    slice stay within ``ROWS_PER_QUERY`` (a metric alone over it is a batch of its own)."""
+def _metric_batches(metrics: list[str], rows: dict[tuple[str, str], int]) -> list[list[str]]:
+    """The metrics in order, in batches of at most ``METRICS_PER_QUERY`` with at most
+    ``ROWS_PER_QUERY`` rows between them (a metric with more is a batch of its own, read in host
+    slices)."""
+    total: dict[str, int] = {}
+    for (m, _), n in rows.items():
+        total[m] = total.get(m, 0) + n
     out: list[list[str]] = []
     batch: list[str] = []
-    load = np.zeros(len(slices))
+    load = 0
     for m in metrics:
-        need = np.array([sum(rows.get((m, h), 0) for h in part) for part, _ in slices], dtype=float)
-        if batch and (len(batch) >= METRICS_PER_QUERY or np.any(load + need > ROWS_PER_QUERY)):
+        need = total.get(m, 0)
+        if batch and (len(batch) >= METRICS_PER_QUERY or load + need > ROWS_PER_QUERY):
             out.append(batch)
-            batch, load = [], np.zeros(len(slices))
+            batch, load = [], 0
         batch.append(m)
         load += need
     if batch:
@@ -271,28 +272,26 @@ def _metric_batches(metrics: list[str], slices, rows: dict[tuple[str, str], int]
 
 def _host_slices(bounds: list[tuple[str, int]], hosts: list[str],
                  rows: dict[tuple[str, str], int] | None = None) -> list[tuple[list[str], dict]]:
-    """The hosts in slices, each with its boundaries as the query takes them: a slice's rows of any
-    one metric (``rows``: per (metric, host)) stay within ``ROWS_PER_QUERY / 4`` — so a query's
-    memory does not grow with the fleet — and its boundaries within ``MAX_LOOKUP`` (the engine
-    refuses an array parameter of more than a million). One slice for a small fleet."""
-    per_metric: dict[str, dict[str, int]] = {}
-    for (m, h), n in (rows or {}).items():
-        per_metric.setdefault(h, {})[m] = n
+    """The hosts in slices, each with its boundaries as the query takes them: a slice's rows
+    (``rows``: per (metric, host), of the metrics read together) stay within ``ROWS_PER_QUERY`` —
+    so a query's memory does not grow with the fleet — and its boundaries within ``MAX_LOOKUP``
+    (the engine refuses an array parameter of more than a million). One slice for a small fleet."""
+    per_host: dict[str, int] = {}
+    for (_, h), n in (rows or {}).items():
+        per_host[h] = per_host.get(h, 0) + n
     by: dict[str, list[int]] = {h: [] for h in hosts}
     for h, b in bounds:
-        by[h].append(b)
-    cap = ROWS_PER_QUERY // 4
+        if h in by:
+            by[h].append(b)
     parts: list[list[str]] = []
     part: list[str] = []
-    load: dict[str, int] = {}
-    n_bounds = 0
+    load = n_bounds = 0
     for h in hosts:
-        more = _add(dict(load), per_metric, [h])
-        if part and (max(more.values(), default=0) > cap or n_bounds + len(by[h]) > MAX_LOOKUP):
+        if part and (load + per_host.get(h, 0) > ROWS_PER_QUERY or n_bounds + len(by[h]) > MAX_LOOKUP):
             parts.append(part)
-            part, more, n_bounds = [], _add({}, per_metric, [h]), 0
+            part, load, n_bounds = [], 0, 0
         part.append(h)
-        load, n_bounds = more, n_bounds + len(by[h])
+        load, n_bounds = load + per_host.get(h, 0), n_bounds + len(by[h])
     if part:
         parts.append(part)
     out = []
@@ -304,13 +303,6 @@ def _host_slices(bounds: list[tuple[str, int]], hosts: list[str],
         out.append((part, {"host_idx": list(range(1, len(part) + 1)), "b_host": b_host,
                            "b_t": [b for h in part for b in by[h]]}))
     return out
-
-
-def _add(load: dict[str, int], per_metric: dict[str, dict[str, int]], hosts: list[str]) -> dict[str, int]:
-    for h in hosts:
-        for m, n in per_metric.get(h, {}).items():
-            load[m] = load.get(m, 0) + n
-    return load
 
 
 def _statistic(is_counter: bool, n, nv, sv, sv2, inc, i0, i1, j0, j1):

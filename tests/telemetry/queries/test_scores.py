@@ -118,7 +118,7 @@ def test_queries_of_bounded_size_give_the_same_scores_to_the_last_bit(fleet, mon
     monkeypatch.setattr(scores.store, "query_arrow", counted)
     hosts = sorted({h for w in spans for h in w.hosts})
     rows = scores._row_counts(fleet, metrics, hosts, int(BASE.timestamp()), max(w.end for w in spans), timeout_s=60)
-    monkeypatch.setattr(scores, "ROWS_PER_QUERY", 4 * max(rows.values()))  # a host a query ...
+    monkeypatch.setattr(scores, "ROWS_PER_QUERY", max(rows.values()))  # a host a query ...
     monkeypatch.setattr(scores, "METRICS_PER_QUERY", 1)  # ... and a metric
     sliced = scores.window_scores(fleet, spans, metrics, host_t0s={h: np.array([t]) for h, t in t0s.items()})
     assert sorted(queries) == sorted(((m,), (h,)) for m in metrics for h in hosts)
