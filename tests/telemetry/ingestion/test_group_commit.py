@@ -320,10 +320,10 @@ def test_a_delayed_group_whose_insert_fails_answers_none_of_its_requests(clean_s
 def test_the_linger_rows_setting_is_read_and_bad_values_are_named(monkeypatch):
     from telemetry.ingestion import group_commit
 
-    monkeypatch.setenv("PRECURSOR_INGEST_LINGER_ROWS", "32000")
-    assert group_commit.linger_rows() == 32_000
-    monkeypatch.delenv("PRECURSOR_INGEST_LINGER_ROWS")
+    monkeypatch.setenv("PRECURSOR_INGEST_LINGER_ROWS", "20000")
     assert group_commit.linger_rows() == 20_000
+    monkeypatch.delenv("PRECURSOR_INGEST_LINGER_ROWS")
+    assert group_commit.linger_rows() == 32_000
     for bad in ("lots", "0", "500000"):
         monkeypatch.setenv("PRECURSOR_INGEST_LINGER_ROWS", bad)
         with pytest.raises(ValueError, match="PRECURSOR_INGEST_LINGER_ROWS"):
