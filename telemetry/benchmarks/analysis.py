@@ -31,7 +31,9 @@ Printed figures (``--json``: one object):
   that count the same events: ``TRUE_METRICS``); confounders count as false;
 - ``confounders_above_true``: classes where a workload-driven metric (power, temperatures,
   traffic, I/O, ... : everything in the haystack that is neither an error counter nor a precursor)
-  ranks above the true precursor;
+  that the scan tested ranks above the true precursor (a row the scan could not test has no rank:
+  the untested come last in alphabetical order); ``false_findings`` lists the findings at q < 0.05
+  that are not true (outcome, metric, q, AUC, whether workload-driven, the scan's flags);
 - ``alarm_precision`` and ``false_alarms_per_1000_node_days``: the true hypotheses' rules, pooled;
 - ``true_hypotheses_underpowered_tests``: classes whose fleet test could not show p < 0.01 even
   had the rule fired before every failure (``power.best_p`` of the fleet test: too few windows
@@ -231,7 +233,8 @@ def run(options: dict, progress) -> dict:
         true_metric = TRUE_PRECURSOR[cause]
         rank = next((i + 1 for i, r in enumerate(rows) if r["metric"] == true_metric), None)
         row = rows[rank - 1] if rank else None
-        conf_ranks = [i + 1 for i, r in enumerate(rows) if r["metric"] in WORKLOAD_METRICS]
+        # a row the scan could not test has no rank (the untested come last, alphabetically)
+        conf_ranks = [i + 1 for i, r in enumerate(rows) if r["metric"] in WORKLOAD_METRICS and r["q"] is not None]
         fails = [f for f in manifest["failures"] if f["cause"] == cause]
         entry = {
             "class": cause, "outcome": text, "failures": len(fails),
@@ -242,6 +245,7 @@ def run(options: dict, progress) -> dict:
             "rank": rank, "auc": row and row["auc"], "q": row and row["q"],
             "median_before": row and row["median_before"], "median_control": row and row["median_control"],
             "top5": [(r["metric"], r["q"] and round(r["q"], 4)) for r in rows[:5]],
+            "true_flags": row["flags"] if row else None,
             "first_confounder_rank": min(conf_ranks) if conf_ranks else None,
             "hypothesis": None, "pin_basis": None, "lift": None, "p": None, "recall": None, "precision": None,
             "control_rate": None, "best_p": None,
@@ -268,6 +272,7 @@ def run(options: dict, progress) -> dict:
         per_class.append(entry)
 
     findings = false_findings = 0
+    false_list = []
     for text, result in scans.items():
         causes = _outcome_causes(manifest, windows.parse_outcome(text))
         true_set = frozenset().union(*(TRUE_METRICS.get(c, frozenset()) for c in causes))
@@ -275,6 +280,9 @@ def run(options: dict, progress) -> dict:
             if r["q"] is not None and r["q"] < Q_FINDING:
                 findings += 1
                 false_findings += r["metric"] not in true_set
+                if r["metric"] not in true_set:
+                    false_list.append({"outcome": text, "metric": r["metric"], "q": r["q"], "auc": r["auc"],
+                                       "workload": r["metric"] in WORKLOAD_METRICS, "flags": r["flags"]})
     for c in per_class:
         c["underpowered"] = c["interrupted_with_precursor"] < MIN_POWERED
     powered = [c for c in per_class if not c["underpowered"]]
@@ -308,6 +316,7 @@ def run(options: dict, progress) -> dict:
         "peak_rss_mb": round(peak, 1),
         "samples_in_fleet": manifest["counts"]["samples"],
         "findings_q_below_0_05": findings,
+        "false_findings": false_list,
         "true_hypotheses_tested": len(tested),
         "lead_window_s": lead_s,
         "built_this_run": built,
