@@ -119,7 +119,9 @@ def _units_sql(segments: str) -> str:
     "   + if(rn > 1 AND first_hi >= prev_last, first_hi - prev_last, 0) AS inc, "
     "   greatest(rate_in, if(rn > 1 AND first_hi >= prev_last AND first_c > prev_c, "
     "                        (first_hi - prev_last) / (first_c - prev_c), 0.)) AS rate "
-    "  FROM (SELECT *, lagInFrame(last_hi) OVER w AS prev_last, lagInFrame(last_c) OVER w AS prev_c, "
+    # (the columns named: ``*`` would carry each segment's array of counter rows through the window's sort)
+    "  FROM (SELECT metric, host, component, seg, n, sv, sv2, first_hi, last_hi, max_hi, min_lo, first_c, last_c, "
+    "        rate_in, lagInFrame(last_hi) OVER w AS prev_last, lagInFrame(last_c) OVER w AS prev_c, "
     "        row_number() OVER w AS rn "
     f"        FROM ({segments}) WINDOW w AS (PARTITION BY metric, host, component ORDER BY seg "
     "        ROWS BETWEEN 1 PRECEDING AND CURRENT ROW))) "
