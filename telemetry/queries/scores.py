@@ -37,11 +37,19 @@ the window, the gauge's mean) is kept: the pin rule sets its threshold in the me
 How it runs
 -----------
 In the engine, for a batch of metrics at once: the rollup rows of the windows' hosts are cut at
-every window's boundaries (s − baseline, s − 59, s, e − 59: a look-up per (host, hour) in small arrays of the
-boundaries in and just before each hour; one pass over the rows, no join, no merge), and summed per (metric, host, unit, segment) — minute count,
-sum and sum of squares of the minute means, and the counter's increase inside the segment plus
-the step from the previous segment. Python then adds segments up with prefix sums per unit, so
-every window and baseline costs two look-ups, however many windows overlap.
+every window's boundaries (s − baseline, s − 59, s, e − 59: an ASOF join of each row to its
+host's last boundary at or before it; the boundaries are a few per window and host), and summed
+per (metric, host, unit, segment) — minute count, sum and sum of squares of the minute means, and
+the counter's increase inside the segment plus the step from the previous segment. Python then
+adds segments up with prefix sums per unit (each unit's own, so the same numbers however the rows
+were batched), so every window and baseline costs two look-ups, however many windows overlap.
+
+Memory does not grow with the fleet: a query reads at most about ``ROWS_PER_QUERY`` rollup rows
+(metrics batched by the rows each has in the range, a heavy metric read in host slices), and the
+scan is handed one metric's per-window values at a time (``iter_window_scores``), so it holds a
+batch's window values and one metric's dicts, never every metric's. (The engine's float sums
+depend on the order its threads add rows in, so a score can differ in its last bits from run to
+run; on a constant gauge, scored in units of a near-zero spread, that shows.)
 
 A rule on the score (the fleet test's ``rise`` condition, ``rolling_fires``) reads the same
 statistic for the window ending with every minute: the same query with every minute its own
