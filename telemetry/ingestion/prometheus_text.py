@@ -541,3 +541,145 @@ def _parse_value(tok: str, lineno: int) -> float:
         except ValueError:
             pass
     raise IngestError(f"not a number: {tok!r}", line=lineno, field="value")
+
+
+# --- per-host templates: a steady scrape parses only its values ------------------------------
+#
+# An exporter serves the same lines in the same order every scrape; only the values change.
+# ``template_of`` records, from a body ``scan_exposition`` accepted, where each sample line's
+# value starts (its *head*: everything before the value, blanks included) and a digest of every
+# byte that is not a sample's value text. ``template_values`` then reads a later body of the same
+# shape with numpy: it finds the lines, masks out the value texts, and accepts the body only when
+# the remaining bytes (comments, HELP/TYPE lines, blank lines and each sample's head, newlines of
+# non-sample lines) have the same SHA-256 digest (a changed label, added, removed or
+# reordered series, or changed comment gives another digest) and every value text has the plain
+# form ``value [timestamp]``. Anything else returns None and the body takes ``scan_exposition``.
+
+import hashlib  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+class Template(NamedTuple):
+    lines: int  # newline-terminated lines (a missing final newline counts as present)
+    sample_lines: np.ndarray  # int32: line number (0-based) of each sample, in order
+    head_len: np.ndarray  # int32: bytes of that line before its value
+    digest: bytes  # SHA-256 of the body without the samples' value texts and their newlines
+
+    @property
+    def nbytes(self) -> int:
+        return self.sample_lines.nbytes + self.head_len.nbytes + len(self.digest) + 120
+
+
+# The value text of a sample line as the reference parser's fast forms read it (value, optional
+# integer ms timestamp, trailing blanks or \r): nothing else is taken by the template path.
+_RESTS = re.compile(rb"(?:[-+.0-9a-zA-Z]+(?:[ \t]+-?[0-9]+)?[ \t\r]*\n)*").fullmatch
+_REST_PAIRS = re.compile(rb"([-+.0-9a-zA-Z]+)(?:[ \t]+(-?[0-9]+))?[ \t\r]*\n").findall
+
+
+def _lines_and_values(raw: bytes, lines: int, sample_lines: np.ndarray, head_len: np.ndarray):
+    """(bytes that are not value texts, value texts each ended by '\\n'), or None when the body's
+    lines do not fit the shape."""
+    if not raw.endswith(b"\n"):
+        raw += b"\n"
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    if len(nl) != lines:
+        return None
+    ends = nl[sample_lines]
+    starts = np.zeros(len(sample_lines), dtype=np.int64)
+    before = sample_lines > 0
+    starts[before] = nl[sample_lines[before] - 1] + 1
+    value_at = starts + head_len
+    if len(value_at) and (value_at >= ends).any():  # a line shorter than its head: no value
+        return None
+    # Alternating runs: not a value, value text with its newline, not a value, ...
+    bounds = np.empty(2 * len(value_at) + 2, dtype=np.int64)
+    bounds[0], bounds[-1] = 0, len(arr)
+    bounds[1:-1:2], bounds[2:-1:2] = value_at, ends + 1
+    in_value = np.repeat((np.arange(len(bounds) - 1) & 1).astype(np.bool_), np.diff(bounds))
+    return arr[~in_value], arr[in_value].tobytes()
+
+
+def _digest(kept: np.ndarray) -> bytes:
+    return hashlib.sha256(kept).digest()
+
+
+# A sample line in the form the reference parser's fast path reads (name, optional ``{labels}``
+# without braces inside, blanks, value, optional integer timestamp): its head ends at the value.
+# In this form the reference reads the value and timestamp from the text after the head, whichever
+# of its paths it takes (no exemplar, no quoted name, no brace in a label value).
+_PLAIN_HEAD_RE = re.compile(
+    rf"^{_NAME}(?:\{{[^{{}}\n]*\}})?[ \t]+(?=[-+.0-9a-zA-Z]+(?:[ \t]+-?[0-9]+)?[ \t\r]*$)", re.M
+)
+_PLAIN_HEAD = _PLAIN_HEAD_RE.finditer
+
+
+def first_head(text: str) -> str | None:
+    """The head of the body's first plain sample line: with the default host, what tells apart
+    the pages one sender posts (each exporter's, or each node's when it has no default host)."""
+    m = _PLAIN_HEAD_RE.search(text)
+    return None if m is None else m.group()
+
+
+def template_of(text: str, samples: int) -> Template | None:
+    """The shape of a body ``scan_exposition`` accepted with ``samples`` samples; None when a
+    sample line is not in the plain form (such a body keeps the full scan)."""
+    raw = text.encode("utf-8")
+    if not raw.endswith(b"\n"):
+        raw += b"\n"
+    nl = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+    if text.isascii():  # character offsets are byte offsets
+        found = [(m.start(), m.end()) for m in _PLAIN_HEAD(text)]
+        if len(found) != samples:  # a sample line (not blank, not '#') not in the plain form
+            return None
+        at = np.array(found, dtype=np.int64).reshape(-1, 2)
+        sample_lines = np.searchsorted(nl, at[:, 0]).astype(np.int32)
+        head_len = (at[:, 1] - at[:, 0]).astype(np.int32)
+    else:
+        lines, head = [], []
+        for k, line in enumerate(text.split("\n")):
+            stripped = line.strip(" \t\r")
+            if not stripped or stripped[0] == "#":
+                continue
+            m = next(_PLAIN_HEAD(line), None)
+            if m is None:
+                return None
+            lines.append(k)
+            head.append(len(line[: m.end()].encode("utf-8")))
+        if len(lines) != samples:
+            return None
+        sample_lines, head_len = np.array(lines, dtype=np.int32), np.array(head, dtype=np.int32)
+    shape = (len(nl), sample_lines, head_len)
+    found_values = _lines_and_values(raw, *shape)
+    if found_values is None:
+        return None
+    return Template(*shape, _digest(found_values[0]))
+
+
+def template_values(template: Template, text: str, *, default_ts_ms: int
+                    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(value per sample, timestamp per sample or None when none carries its own) for a body of
+    ``template``'s shape, equal to what ``scan_exposition`` reads from it; None when the body
+    differs in anything but its values (or a value is not in the plain form)."""
+    found = _lines_and_values(text.encode("utf-8"), template.lines, template.sample_lines, template.head_len)
+    if found is None or _digest(found[0]) != template.digest:
+        return None
+    rests = found[1]
+    if not _RESTS(rests):
+        return None
+    n = len(template.sample_lines)
+    tokens = rests.split()
+    try:
+        if len(tokens) == n:  # one token a line: values only
+            return np.array(list(map(float, tokens)), dtype=np.float64), None
+        pairs = _REST_PAIRS(rests)
+        values = np.array([float(v) for v, _ in pairs], dtype=np.float64)
+    except ValueError:
+        return None  # not a number: scan_exposition's fallback explains it
+    if len(values) != n:
+        return None
+    stamps = [int(s) if s else default_ts_ms for _, s in pairs]
+    if min(stamps) < _INT64_MIN or max(stamps) > _INT64_MAX:
+        return None
+    return values, np.array(stamps, dtype=np.int64)

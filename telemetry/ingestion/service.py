@@ -263,7 +263,7 @@ def _labels_in_merges(label_sets, cluster: str, default_host: str | None,
 
 def _with_merges(result: normalize.NormalizeResult, label_sets, cluster: str,
                  default_host: str | None = None) -> ParsedSamples:
-    merged, metrics = _merges(result.table)
+    merged, metrics = result.merged if result.merged is not None else _merges(result.table)
     labels: dict[str, int] = {}
     if merged and label_sets is not None:
         key = (cluster, default_host, metrics)

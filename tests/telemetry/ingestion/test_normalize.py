@@ -402,7 +402,7 @@ def exposition_fast(text, cluster, default_host=None):
 
 def assert_same_text(text, cluster="c", default_host=None):
     ref, ref_err = exposition_reference(text, cluster, default_host)
-    for _ in range(2):  # cold, then with every cache warm
+    for _ in range(3):  # cold, with every cache warm (and the host's template), then through the template
         got, err = exposition_fast(text, cluster, default_host)
         assert err == ref_err
         if ref is not None:
@@ -572,3 +572,157 @@ def test_a_text_series_costs_under_a_kilobyte_once_resolved():
     normalize._text_contexts.pop(cluster, None)
     assert series == 40 * 200
     assert grown / series < 1000, f"{grown / series:.0f} bytes per text series"
+
+
+
+# --- per-host templates (a steady scrape reads only its values) -------------------------
+
+import itertools  # noqa: E402
+
+from telemetry.ingestion.prometheus_text import first_head  # noqa: E402
+
+_clusters = itertools.count()
+TEMPLATE_BODY = (
+    "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a1",Hostname="gpu-0007",modelName="NVIDIA H100 80GB HBM3"} 41\n'
+    'DCGM_FI_DEV_GPU_TEMP{gpu="1",UUID="GPU-a2",Hostname="gpu-0007",modelName="NVIDIA H100 80GB HBM3"} 43\n'
+    "# TYPE DCGM_FI_DEV_XID_ERRORS gauge\n"
+    'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a1",Hostname="gpu-0007",err_code="0",err_msg="No Error"} 0\n'
+    "# HELP node_load1 1m load average.\n# TYPE node_load1 gauge\nnode_load1 0.5\n"
+    "\n"
+    'node_hwmon_temp_celsius{chip="platform_coretemp_0",sensor="temp2"} 41\n'
+    'node_hwmon_temp_celsius{chip="platform_coretemp_0",sensor="temp3"} 42\n'
+    'node_cpu_seconds_total{cpu="0",mode="idle"} 1.5e6\nnode_cpu_seconds_total{cpu="0",mode="user"} 2.5e5\n'
+    'port_xmit_data{device="mlx5_0",port="1"} 10\n'
+    'no_such_metric{instance="n1:9100"} 3\n'
+)
+
+
+def through_template(then, first=TEMPLATE_BODY, default_host="d"):
+    """``then`` read on a context whose template for ``default_host`` was made from ``first``:
+    the answer (rows, drops, unknown names, labels not stored, or the error) must be the reference
+    path's. Returns whether the template read it."""
+    cluster = f"tmpl{next(_clusters)}"
+    for _ in range(2):  # a full scan that leaves the host's template, then a read through it
+        prometheus_text_to_table(first, cluster=cluster, default_host=default_host, default_ts_ms=TS)
+    ctx = normalize._text_contexts[cluster]
+    assert (default_host, first_head(first)) in ctx.templates
+    hits = ctx.template_hits
+    got, err = exposition_fast(then, cluster, default_host)
+    used = ctx.template_hits > hits
+    ref, ref_err = exposition_reference(then, cluster, default_host)
+    assert err == ref_err
+    if ref is not None:
+        assert got.table.equals(ref.table), (got.table.to_pylist(), ref.table.to_pylist())
+        assert (got.dropped_blank, got.unknown_metrics, dict(got.labels_not_stored)) == (
+            ref.dropped_blank, ref.unknown_metrics, dict(ref.labels_not_stored))
+        assert sorted(got.label_sets()) == sorted(ref.label_sets())
+    return used
+
+
+def test_a_steady_scrape_is_read_through_its_template_with_any_values():
+    assert through_template(TEMPLATE_BODY)
+    values = iter(["NaN", "+Inf", "-Inf", str(0x7FFFFFF0), "1e400", "-0", "Infinity", "nan", "7.25e-3", "+12",
+                   "1e308", "0"])
+    changed = "\n".join(
+        line.rsplit(" ", 1)[0] + " " + next(values) if line and not line.startswith("#") else line
+        for line in TEMPLATE_BODY.split("\n"))
+    assert through_template(changed)
+
+
+def test_timestamps_present_or_absent_no_final_newline_and_crlf_stay_on_the_template():
+    with_ts = "\n".join(line + (f" {TS - 15_000 + i}" if line and not line.startswith("#") else "")
+                        for i, line in enumerate(TEMPLATE_BODY.split("\n")))
+    assert through_template(with_ts)
+    assert through_template(TEMPLATE_BODY, first=with_ts)
+    some = TEMPLATE_BODY.replace("node_load1 0.5\n", f"node_load1 0.5 {TS - 1}\n")
+    assert through_template(some)
+    assert through_template(TEMPLATE_BODY.rstrip("\n"))
+    crlf = TEMPLATE_BODY.replace("\n", "\r\n")
+    assert through_template(crlf, first=crlf)
+    assert through_template(crlf.replace(" 41\r\n", " 40\t\r\n"), first=crlf)
+
+
+def test_a_label_value_changed_in_its_last_byte_is_never_mapped_to_the_old_series():
+    for old, new in (('sensor="temp2"', 'sensor="temp5"'), ('UUID="GPU-a2"', 'UUID="GPU-a3"'),
+                     ('HBM3"} 43', 'HBM4"} 43'), ('Hostname="gpu-0007",err', 'Hostname="gpu-0008",err'),
+                     ('mode="user"', 'mode="usex"')):
+        assert old in TEMPLATE_BODY
+        assert not through_template(TEMPLATE_BODY.replace(old, new, 1))
+    # the same length elsewhere in the line, the metric name, a label name
+    assert not through_template(TEMPLATE_BODY.replace("node_load1 0.5", "node_load5 0.5"))
+    assert not through_template(TEMPLATE_BODY.replace('chip="platform_coretemp_0",sensor="temp3"',
+                                                      'chip="platform_coretemp_0",senzor="temp3"'))
+
+
+def test_series_added_removed_or_reordered_take_the_full_scan():
+    lines = TEMPLATE_BODY.split("\n")
+    hwmon = [i for i, line in enumerate(lines) if line.startswith("node_hwmon")]
+    reordered = list(lines)
+    reordered[hwmon[0]], reordered[hwmon[1]] = lines[hwmon[1]], lines[hwmon[0]]
+    assert not through_template("\n".join(reordered))
+    assert not through_template("\n".join(line for i, line in enumerate(lines) if i != hwmon[0]))
+    assert not through_template(TEMPLATE_BODY + 'node_hwmon_temp_celsius{chip="platform_coretemp_0",sensor="temp4"} 4\n')
+    assert not through_template(TEMPLATE_BODY.replace("node_load1 0.5\n", "node_load1 0.5\nnode_load1 0.5\n"))
+
+
+def test_comment_help_and_type_changes_take_the_full_scan_and_keep_its_errors():
+    assert not through_template(TEMPLATE_BODY.replace("1m load average.", "1m load average!"))
+    assert not through_template(TEMPLATE_BODY.replace("\n\n", "\n# a new comment\n"))
+    assert not through_template(TEMPLATE_BODY.replace("\n\n", "\n"))
+    assert not through_template(TEMPLATE_BODY + "# TYPE node_load1 counter\n")  # conflicting TYPE: the error
+    assert not through_template(TEMPLATE_BODY + "# EOF\n")
+
+
+@pytest.mark.parametrize("rest", [" 1_000", " 0x10", " 5 # {a=\"b\"} 1", " abc", " 5 99999999999999999999",
+                                  " 5 +7", "\x0c5", " 5\x0b", "", "  5", " 5 6 7", " 5 1.5"])
+def test_odd_values_leave_the_template_for_the_reference_answer(rest):
+    assert not through_template(TEMPLATE_BODY.replace("node_load1 0.5\n", f"node_load1{rest}\n"))
+
+
+def test_a_timestamp_outside_the_window_is_the_reference_error():
+    assert not through_template(TEMPLATE_BODY.replace("node_load1 0.5\n", "node_load1 0.5 1000\n"))
+
+
+def test_each_default_host_has_its_own_template_and_a_changing_page_is_retried_rarely():
+    cluster = f"tmpl{next(_clusters)}"
+    for host in ("h1", "h2"):  # the first scrape of each leaves its template
+        prometheus_text_to_table(TEMPLATE_BODY, cluster=cluster, default_host=host, default_ts_ms=TS)
+    ctx = normalize._text_contexts[cluster]
+    page = first_head(TEMPLATE_BODY)
+    assert set(ctx.templates) == {("h1", page), ("h2", page)} and ctx.template_hits == 0
+    got = prometheus_text_to_table(TEMPLATE_BODY, cluster=cluster, default_host="h2", default_ts_ms=TS)
+    assert ctx.template_hits == 1 and {r["host"] for r in got.table.to_pylist()} == {"h2", "gpu-0007", "n1"}
+    builds = 0
+    for k in range(40):  # a page whose last series changes every scrape
+        body = TEMPLATE_BODY.replace("no_such_metric{", f'no_such_metric{{k="{k}",')
+        had = ("h1", page) in ctx.templates
+        prometheus_text_to_table(body, cluster=cluster, default_host="h1", default_ts_ms=TS)
+        builds += ("h1", page) in ctx.templates and not had
+    assert 2 <= builds <= 6  # rebuilt after 2, 4, 8, 16 ... full scans, not every scrape
+
+
+_MUTATIONS = list("0123456789aZ\"}{=, \t\n#.-+_") + ["", "\r", "é"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, len(TEMPLATE_BODY) - 1), st.sampled_from(_MUTATIONS), st.booleans())
+def test_any_one_character_change_gives_the_reference_answer(at, char, insert):
+    through_template(TEMPLATE_BODY[:at] + char + TEMPLATE_BODY[at + (0 if insert else 1):])
+
+
+def test_pages_of_one_sender_each_keep_their_template():
+    """A relay posting each node's page without a default host, or one host's dcgm-exporter and
+    node_exporter pages apart: one template per page (its first sample line tells them apart)."""
+    cluster = f"tmpl{next(_clusters)}"
+    dcgm, node = TEMPLATE_BODY.split("# HELP node_load1")
+    node = "# HELP node_load1" + node
+    pages = [dcgm.replace("gpu-0007", f"gpu-{k:04d}") for k in range(3)]
+    for _ in range(3):
+        for body in pages:
+            got, err = exposition_fast(body, cluster)
+            assert err is None and got.table.equals(exposition_reference(body, cluster)[0].table)
+        for body in (dcgm, node):
+            got, err = exposition_fast(body, cluster, "h")
+            assert err is None and got.table.equals(exposition_reference(body, cluster, "h")[0].table)
+    assert normalize._text_contexts[cluster].template_hits == 2 * 5
