@@ -332,13 +332,13 @@ class _TextTemplate:
         scale = t.scale[idx]
         self.scale = scale if (scale != 1.0).any() else None
         row_unknown = t.unknown[idx]
-        codes = np.unique(t.codes["metric"][np.unique(idx[row_unknown])]) if row_unknown.any() else ()
-        self.unknown = frozenset(t.value_of("metric", c) for c in list(codes))
+        codes = np.unique(t.codes["metric"][idx[row_unknown]]) if row_unknown.any() else np.empty(0, np.int32)
+        self.unknown = frozenset(t.pool_array("metric").take(pa.array(codes, type=pa.int32())).to_pylist())
         self.not_stored = _not_stored_coded(t, idx)
         columns = []
         for col in _Templates.COLUMNS:
             used, local = np.unique(t.codes[col][idx], return_inverse=True)
-            values = [t.value_of(col, c) for c in used.tolist()]
+            values = t.pool_array(col).take(pa.array(used, type=pa.int32())).to_pylist()
             if col == "host" and host is not None:
                 values = [host if v == DEFAULT_HOST else v for v in values]
             key = (col, tuple(values), local.astype(np.int32).tobytes())
