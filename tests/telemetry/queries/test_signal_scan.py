@@ -3,6 +3,7 @@
 temperature spiking anywhere) does not stand out."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from telemetry.queries import signal_scan, windows
@@ -134,3 +135,25 @@ def test_a_metric_that_cannot_be_tested_says_why(fleet):
                                             "baseline where parts are scored against their own past), 3 needed")
     assert "candidate controls left out" in r["rows"][0]["not_tested"]
     assert sum(r["controls_excluded"].values()) > 0
+
+
+def test_one_odd_window_among_quiet_ones_is_no_proof():
+    from scipy.stats import mannwhitneyu
+
+    # one status flap in 1 of 7 windows before the outcome, 160 quiet controls: the normal
+    # approximation (tie-corrected) claims p ~1e-6; the chance the one odd window falls among the
+    # seven is 7/167
+    before, control = [0.0] * 6 + [3.0], [0.0] * 160
+    normal = mannwhitneyu(before, control, alternative="greater").pvalue
+    assert normal < 1e-5
+    p = signal_scan.rank_sum_p(before, control, "greater", normal, seed="psu")
+    assert 0.03 < p < 0.06 and p == signal_scan.rank_sum_p(before, control, "greater", normal, seed="psu")
+    # three of seven windows odd, none of the controls: real evidence, down to the permutation floor
+    before = [0.0] * 4 + [3.0, 2.0, 5.0]
+    p = signal_scan.rank_sum_p(before, control, "greater", mannwhitneyu(before, control, alternative="greater").pvalue)
+    assert p < 1e-3
+    # no heavy ties: the normal approximation stands
+    rng = np.random.default_rng(4)
+    b, c = rng.normal(1, 1, 7), rng.normal(0, 1, 160)
+    normal = mannwhitneyu(b, c, alternative="greater").pvalue
+    assert signal_scan.rank_sum_p(b, c, "greater", normal) == normal
