@@ -13,7 +13,10 @@ same windows before the outcome and the same matched controls (those where both 
 data) judged three times — A alone, B alone, the pair — each with its 2×2 table, lift, p, recall
 and alarm precision, side by side. Signals of different layers sit on different parts (a GPU, a
 NIC), so in a combination every alarm is counted per host: true when an interruption of the
-outcome on that host follows within the lead window.
+outcome on that host follows within the lead window. A ``rise`` signal judges a window as its own
+fleet test does (fleet_test._rise_at_end: the part's score of the window's own data, the signal
+scan's reading), alone and in the pair: the pair fires in a window where it forms inside it and
+each of its ``rise`` signals passes on that reading.
 """
 from __future__ import annotations
 
@@ -205,11 +208,20 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s,
                                         sorted(h for h, v in coverage.items() if len(v)), allocations,
                                         excluded=excluded)
+        # a ``rise`` signal judges a window by the scan's reading (its own score at the window's
+        # end), as the single-signal fleet test does; the pair fires in a window only where it
+        # forms inside it and each of its ``rise`` signals passes there
+        at_end = [ft._rise_at_end(cluster, sig, found, host_t0s, timeout_s) if sig.condition == "rise" and found
+                  else None for sig in (first, second)]
         no_part = [None] * len(chosen)  # alarms per host: the two signals sit on different parts
-        for result, fires in zip(results, (fires_pair, fires_a, fires_b)):
+        for role, (result, fires, judged) in enumerate(zip(results, (fires_pair, fires_a, fires_b), (None, *at_end))):
             for w in found:
                 w.fired_at = None
-            ft._judge(found, fires, coverage)
+            ft._judge(found, fires, coverage, judged)
+            if role == 0:  # the pair
+                for wi, w in enumerate(found):
+                    if w.fired_at is not None and any(e is not None and not e.get(wi) for e in at_end):
+                        w.fired_at = None
             result.n_outcome += len(chosen)
             result.matched_on_activity = result.matched_on_activity or bool(allocations)
             for key, value in excluded.as_dict().items():

@@ -147,3 +147,24 @@ def test_combinations_it_refuses_say_what_is_wrong(text, message):
 def test_a_signal_combined_with_itself_is_refused():
     with pytest.raises(together.CombinationError, match="the second signal is the first one again"):
         together.check("gpu.pcie.replay", "rate", ">", 0.1, together.parse("and gpu.pcie.replay rate > 0.1 within 5 min"))
+
+
+def test_a_rise_signal_judges_windows_as_the_single_signal_fleet_test_does(pair_fleet):
+    """A ``rise`` signal in a combination reads each window as the fleet test of that signal alone
+    does (the scan's reading: the part's score of the window's own data), not "any firing minute":
+    the rolling score of a minute early in a window still reads the hour before the window, so a
+    replay burst that ended before a control window would otherwise fire it. The same windows, so
+    the same table as the signal's own fleet test; and the pair never fires where it does not."""
+    outcome = st.parse_outcome("NODE_FAIL")
+    rise = st.Signal("gpu.pcie.replay", "rise", ">", 1.0, 6 * 3600)
+    alone = st.run(rise, outcome, clusters=[pair_fleet]).as_dict()
+    r = together.run(rise, together.parse("then net.symbol_errors rate > 0.1 within 30 min"), outcome,
+                     clusters=[pair_fleet])
+    rows = {row["role"]: row for row in r["side_by_side"]}
+    assert rows["A alone"]["table"] == alone["table"], (rows["A alone"]["table"], alone["table"])
+    assert alone["table"]["a"] >= 3 and alone["table"]["b"] > 0  # the daily bursts fire some controls
+    assert rows["together"]["table"]["a"] <= alone["table"]["a"] and rows["together"]["table"]["b"] <= alone["table"]["b"]
+    # and the other way round: a rise as the second signal is judged the same way
+    second = together.run(REPLAYS, together.parse("and gpu.pcie.replay rise > 1 within 30 min"), outcome,
+                          clusters=[pair_fleet])
+    assert {row["role"]: row for row in second["side_by_side"]}["B alone"]["table"] == alone["table"]
