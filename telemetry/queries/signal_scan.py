@@ -39,7 +39,8 @@ Per metric, with B the window values before the outcome and C the control values
 - ``auc`` = P(b > c) + ½·P(b = c) over all pairs (0.5: no difference; 1: every window before
   the outcome is worse than every control), from the Mann–Whitney U statistic;
 - ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``); under
-  heavy ties a permutation test where the normal approximation claims p < 0.01 (``rank_sum_p``). Where
+  heavy ties the exact permutation test (its distribution counted over the tie groups, ``rank_sum_p``)
+  where the normal approximation claims p < 0.01. Where
   the outcome names the failing part and the metric moved on the job's other hosts too (the
   job-wide flag), a finding must also hold within the job (``contrasts``: the part against its
   siblings of the same job at the same time, where the workload cancels), so its p is the larger
@@ -355,7 +356,62 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
 
 TIED_SHARE = 0.1  # a tie group this large (share of all values) and the normal approximation is not trusted
 EXACT_BELOW_P = 0.01  # ... where it claims a p below this
-PERMUTATIONS = 20_000
+EXACT_MAX_CELLS = 50_000_000  # the exact distribution's work (cells updated) above which the sampler runs
+PERMUTATIONS = 20_000  # the sampler's shuffles (only beyond EXACT_MAX_CELLS)
+
+
+def rank_sum_distribution(pooled, m: int) -> np.ndarray | None:
+    """The exact permutation distribution of the sum of DOUBLED midranks (whole numbers) of ``m``
+    of the ``pooled`` values drawn without replacement, every one of the C(n, m) subsets equally
+    likely and the ties as they are: ``counts[s]`` = the number of subsets whose doubled rank sum
+    is s. Dynamic programming over the tie groups (the distinct values): a group of t equal values
+    of doubled midrank r adds i·r to the sum in C(t, i) ways, i = 0..min(t, m); the largest group
+    goes last and only into the m-subsets' row (one pass instead of m). The counts are float64 and
+    exact while C(n, m) < 2**53 (no count, partial count or binomial then exceeds it); beyond, each
+    is rounded to ~1e-16 relative. None where that is past its reach: the work — (m + 1) × (the
+    sums reached so far + 1) cells per (group, i) step, summed — over ``EXACT_MAX_CELLS`` (about a
+    second), or C(n, m) over 1e300 (float range)."""
+    from math import comb
+
+    _, t = np.unique(np.asarray(pooled, float), return_counts=True)
+    n = int(t.sum())
+    if m < 0 or m > n:
+        return None
+    r = 2 * np.cumsum(t) - t + 1  # doubled midranks: 2 × (values below) + t + 1
+    top = int(np.repeat(r, t)[n - m:].sum()) if m else 0  # the largest possible sum
+    last = int(np.argmax(t))
+    order = [k for k in range(len(t)) if k != last]
+    work, cap = 0, 0
+    for k in order:
+        cap = min(top, cap + min(int(t[k]), m) * int(r[k]))
+        work += min(int(t[k]), m) * (m + 1) * (cap + 1)
+    work += (min(int(t[last]), m) + 1) * (top + 1)
+    if work > EXACT_MAX_CELLS or comb(n, m) > 1e300:
+        return None
+    dp = np.zeros((m + 1, top + 1))  # dp[j, s]: ways to take j of the groups so far with sum s
+    dp[0, 0] = 1.0
+    cap = 0  # no sum so far exceeds cap
+    for k in order:
+        tk, rk = int(t[k]), int(r[k])
+        cap_new = min(top, cap + min(tk, m) * rk)
+        new = dp[:, :cap_new + 1].copy()  # i = 0: none of the group taken
+        for i in range(1, min(tk, m) + 1):
+            shift = i * rk
+            if shift > cap_new:
+                break
+            w = min(cap + 1, cap_new + 1 - shift)
+            new[i:, shift:shift + w] += float(comb(tk, i)) * dp[:m + 1 - i, :w]
+        dp[:, :cap_new + 1] = new
+        cap = cap_new
+    out = np.zeros(top + 1)
+    tk, rk = int(t[last]), int(r[last])
+    for i in range(0, min(tk, m) + 1):  # the largest group: i of it and m − i of the others
+        shift = i * rk
+        if shift > top:
+            break
+        w = min(cap + 1, top + 1 - shift)
+        out[shift:shift + w] += float(comb(tk, i)) * dp[m - i, :w]
+    return out
 
 
 def rank_sum_p(before, control, alternative: str, p_normal: float, *, seed: str = "") -> float:
@@ -364,10 +420,14 @@ def rank_sum_p(before, control, alternative: str, p_normal: float, *, seed: str 
     is tiny and one window that differs reads as proof: one flap in 1 of 7 windows before the
     outcome against 160 quiet controls gives p 1e-6 where the chance that the one odd window falls
     among the seven is 7/167 = 0.04. So where a tie group holds at least ``TIED_SHARE`` of the
-    values and the approximation claims p < ``EXACT_BELOW_P``, the p is the permutation test's
-    (the windows' labels shuffled ``PERMUTATIONS`` times, the rank sums compared; seeded by
-    ``seed`` so a re-run gives the same p; at least 1 / (PERMUTATIONS + 1); it stops early once 200
-    shuffles beat the observed sum)."""
+    values and the approximation claims p < ``EXACT_BELOW_P``, the p is the permutation test's,
+    exact: the share of all C(n, n1) ways to label n1 of the pooled windows "before" whose rank
+    sum is at least as extreme as the observed one (``rank_sum_distribution``, over the smaller
+    side; two-sided: as far from its mean), ties as they are. Deterministic, no floor (the
+    smallest possible p is 1 / C(n, n1)). Only where that distribution is past its reach
+    (``EXACT_MAX_CELLS``: thousands of windows on both sides) does a sampler stand in: the labels
+    shuffled ``PERMUTATIONS`` times, seeded by ``seed`` (a re-run gives the same p), p at least
+    1 / (PERMUTATIONS + 1), stopping early once 200 shuffles beat the observed sum."""
     b, c = np.asarray(before, float), np.asarray(control, float)
     pooled = np.r_[b, c]
     if p_normal >= EXACT_BELOW_P or not len(b) or not len(c):
@@ -377,6 +437,22 @@ def rank_sum_p(before, control, alternative: str, p_normal: float, *, seed: str 
         return p_normal
     ranks = rankdata(pooled)
     n1, n = len(b), len(pooled)
+    # doubled midranks are whole numbers: the comparisons below are exact
+    observed2 = int(round(2 * float(ranks[:n1].sum())))
+    centre2 = n1 * (n + 1)
+    small_is_before = n1 <= n - n1
+    dist = rank_sum_distribution(pooled, n1 if small_is_before else n - n1)
+    if dist is not None:
+        s = np.arange(len(dist))
+        # the smaller side's sum s stands for the before side's S = s (or n(n + 1) − s)
+        S = s if small_is_before else n * (n + 1) - s
+        if alternative == "two-sided":
+            extreme = np.abs(S - centre2) >= abs(observed2 - centre2)
+        elif alternative == "less":
+            extreme = S <= observed2
+        else:
+            extreme = S >= observed2
+        return float(dist[extreme].sum() / dist.sum())
     observed = float(ranks[:n1].sum())
     centre = n1 * (n + 1) / 2.0
     rng = np.random.default_rng(zlib.crc32(seed.encode()))
@@ -388,6 +464,8 @@ def rank_sum_p(before, control, alternative: str, p_normal: float, *, seed: str 
         sums = ranks[pick].sum(axis=1)
         if alternative == "two-sided":
             hits += int(np.count_nonzero(np.abs(sums - centre) >= abs(observed - centre) - 1e-9))
+        elif alternative == "less":
+            hits += int(np.count_nonzero(sums <= observed + 1e-9))
         else:
             hits += int(np.count_nonzero(sums >= observed - 1e-9))
         done += k

@@ -138,22 +138,88 @@ def test_a_metric_that_cannot_be_tested_says_why(fleet):
 
 
 def test_one_odd_window_among_quiet_ones_is_no_proof():
+    from math import comb
+
     from scipy.stats import mannwhitneyu
 
     # one status flap in 1 of 7 windows before the outcome, 160 quiet controls: the normal
     # approximation (tie-corrected) claims p ~1e-6; the chance the one odd window falls among the
-    # seven is 7/167
+    # seven is 7/167 — exactly what the permutation test says
     before, control = [0.0] * 6 + [3.0], [0.0] * 160
     normal = mannwhitneyu(before, control, alternative="greater").pvalue
     assert normal < 1e-5
     p = signal_scan.rank_sum_p(before, control, "greater", normal, seed="psu")
-    assert 0.03 < p < 0.06 and p == signal_scan.rank_sum_p(before, control, "greater", normal, seed="psu")
-    # three of seven windows odd, none of the controls: real evidence, down to the permutation floor
+    assert p == 7 / 167
+    # three of seven windows odd, none of the controls: real evidence, below the old sampler's
+    # floor of 1 / 20,001 — the three odd windows all among the seven, in the one order they have
     before = [0.0] * 4 + [3.0, 2.0, 5.0]
     p = signal_scan.rank_sum_p(before, control, "greater", mannwhitneyu(before, control, alternative="greater").pvalue)
-    assert p < 1e-3
+    assert p == comb(164, 4) / comb(167, 7) and p < 5e-5
     # no heavy ties: the normal approximation stands
     rng = np.random.default_rng(4)
     b, c = rng.normal(1, 1, 7), rng.normal(0, 1, 160)
     normal = mannwhitneyu(b, c, alternative="greater").pvalue
     assert signal_scan.rank_sum_p(b, c, "greater", normal) == normal
+
+
+def _enumerated(pooled, n1, alternative):
+    """Every way to label n1 of ``pooled`` "before" (the first n1 are the observed labels): the
+    doubled rank sums' counts, and the share at least as extreme as the observed sum."""
+    import itertools
+
+    from scipy.stats import rankdata
+
+    r2 = np.rint(2 * rankdata(pooled)).astype(int)
+    n = len(pooled)
+    obs, centre = int(r2[:n1].sum()), n1 * (n + 1)
+    counts: dict[int, int] = {}
+    hits = total = 0
+    for sub in itertools.combinations(range(n), n1):
+        s = int(r2[list(sub)].sum())
+        counts[s] = counts.get(s, 0) + 1
+        total += 1
+        hits += (abs(s - centre) >= abs(obs - centre) if alternative == "two-sided"
+                 else s <= obs if alternative == "less" else s >= obs)
+    return counts, hits / total
+
+
+def test_exact_rank_sum_distribution_equals_enumeration():
+    # the DP over tie groups counts exactly the subsets that enumeration finds, with ties (one big
+    # group, several groups, all equal) and without, either side the smaller
+    rng = np.random.default_rng(7)
+    cases = [([0.0] * 6 + [3.0], [0.0] * 9), ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0, 8.0]),
+             ([5.0, 5.0, 5.0], [5.0, 5.0]), ([0.0, 1.0, 1.0, 2.0, 7.0], [1.0, 0.0, 2.0])]
+    for _ in range(60):
+        n1, n2 = int(rng.integers(1, 8)), int(rng.integers(1, 9))
+        levels = int(rng.choice([2, 3, 5, 1000]))
+        cases.append((rng.integers(0, levels, n1).astype(float).tolist(),
+                      rng.integers(0, levels, n2).astype(float).tolist()))
+    for before, control in cases:
+        pooled = np.r_[before, control]
+        for m in {len(before), len(control)}:
+            want, _ = _enumerated(pooled, m, "greater")
+            got = signal_scan.rank_sum_distribution(pooled, m)
+            assert {s: int(v) for s, v in enumerate(got) if v} == want
+        tied = np.unique(pooled, return_counts=True)[1].max() >= signal_scan.TIED_SHARE * len(pooled)
+        for alternative in ("greater", "less", "two-sided"):
+            p = signal_scan.rank_sum_p(before, control, alternative, 0.0)  # p_normal 0: past the gate
+            assert p == (_enumerated(pooled, len(before), alternative)[1] if tied else 0.0)
+
+
+def test_exact_p_within_reach_of_scan_sizes_and_sampler_beyond(monkeypatch):
+    # a hundred windows before against 1,500 controls, heavy ties: still exact, and the sampler
+    # (forced by a zero work bound; it stops at 200 hits: known to ~7 %) agrees
+    before = [0.0] * 99 + [3.0]
+    control = [0.0] * 1495 + [0.5, 1.0, 2.0, 4.0, 6.0]
+    assert signal_scan.rank_sum_distribution(np.r_[before, control], 100) is not None
+    p = signal_scan.rank_sum_p(before, control, "greater", 0.0)
+    with monkeypatch.context() as mp:
+        mp.setattr(signal_scan, "EXACT_MAX_CELLS", 0)
+        sampled = signal_scan.rank_sum_p(before, control, "greater", 0.0, seed="y")
+    assert abs(p - sampled) < 0.25 * p
+    # past EXACT_MAX_CELLS the seeded sampler stands in (p at least 1 / (PERMUTATIONS + 1))
+    before = [0.0] * 299 + [3.0]
+    control = [0.0] * 2900 + list(np.linspace(0.1, 9.0, 100))
+    assert signal_scan.rank_sum_distribution(np.r_[before, control], 300) is None
+    p = signal_scan.rank_sum_p(before, control, "greater", 0.0, seed="x")
+    assert p == signal_scan.rank_sum_p(before, control, "greater", 0.0, seed="x") and p >= 1 / 20_001
