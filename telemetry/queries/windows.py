@@ -332,9 +332,10 @@ def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str
         if not groups and busy:
             excluded.too_few_peers += 1
         candidates += [Window("peers", idx, g, it.t0 - W, it.t0) for g in groups]
-        # k of them, by a hash of (job, window): a re-run draws the same
+        # k of them, by a hash of (job, window relative to t0): a re-run draws the same, and so does
+        # the same history shifted in time (no draw depends on the date)
         candidates.sort(key=lambda w: hashlib.blake2b(
-            f"{cluster}|{it.job_id}|{w.kind}|{w.start}|{','.join(w.hosts)}".encode(), digest_size=8).digest())
+            f"{cluster}|{it.job_id}|{w.kind}|{w.start - it.t0}|{','.join(w.hosts)}".encode(), digest_size=8).digest())
         excluded.beyond_k += max(0, len(candidates) - k)
         windows += candidates[:k]
     return windows

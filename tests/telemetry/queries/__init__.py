@@ -48,3 +48,36 @@ def host_row(cluster, host, *, rack="r1", leaf="leaf-1", spine="spine-1", gpu_mo
 def event_row(cluster, host, ts, kind, code=0, component="", severity="error", message="", source="kernel"):
     return {"ts": ts, "cluster": cluster, "host": host, "component": component, "source": source, "kind": kind,
             "code": code, "severity": severity, "message": message, "attributes": []}
+
+
+def job_rows(job_id, host, end, state="NODE_FAIL", cluster="fleet"):
+    """A 30 h job on ``host`` ending at ``end``: its ``jobs`` row and its ``job_hosts`` row."""
+    return ({"cluster": cluster, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
+             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": end - timedelta(hours=30),
+             "start_ts": end - timedelta(hours=30), "end_ts": end, "n_hosts": 1, "n_gpus": 8, "version": 1},
+            {"cluster": cluster, "job_id": job_id, "host": host, "start_ts": end - timedelta(hours=30), "end_ts": end,
+             "version": 1})
+
+
+def write_xid_job_failures(cluster, failures, hosts, *, first_id: int, busy_first_id: int, busy_days: int = 6,
+                           xid: int = 94) -> None:
+    """Multi-host jobs that end in NODE_FAIL with an XID on the failing GPU a minute before, one per
+    ``(job hosts, failing host, failing gpu index, hours after BASE)`` in ``failures``; and every
+    host of ``hosts`` busy with a job from BASE for ``busy_days`` (controls are matched on activity)."""
+    jobs, alloc, events = [], [], []
+    for k, (job_hosts, fh, fg, hours) in enumerate(failures):
+        end = BASE + timedelta(hours=hours)
+        for i, h in enumerate(job_hosts):
+            j, a = job_rows(str(first_id + k), h, end, cluster=cluster)
+            if i == 0:
+                j["n_hosts"] = len(job_hosts)
+                jobs.append(j)
+            alloc.append(a)
+        events.append(event_row(cluster, fh, end - timedelta(minutes=1), "xid", xid, f"gpu{fg}", "critical"))
+    for k, h in enumerate(hosts):
+        j, a = job_rows(str(busy_first_id + k), h, BASE + timedelta(days=busy_days), "COMPLETED", cluster=cluster)
+        j["start_ts"] = a["start_ts"] = BASE
+        jobs.append(j), alloc.append(a)
+    write_rows("jobs", jobs)
+    write_rows("job_hosts", alloc)
+    write_rows("events", events)

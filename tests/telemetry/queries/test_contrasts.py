@@ -5,15 +5,13 @@ job); and the failing GPUs had always logged PCIe replays (parts noisy for weeks
 may come out as a finding; the job-wide rise is flagged and ranks below it."""
 from __future__ import annotations
 
-from datetime import timedelta
 
 import numpy as np
 import pytest
 
 from telemetry.queries import signal_scan, windows
 
-from . import BASE, event_row, every, host_row, write_rows, write_samples
-from .test_fleet_test import _job
+from . import BASE, every, host_row, write_rows, write_samples, write_xid_job_failures
 
 CLUSTER = "contrast"
 STEP = 120
@@ -31,7 +29,6 @@ OLD_DRIVER = {"c01", "c06", "c08", "c15"}
 def fleet(telemetry_store):
     rng = np.random.default_rng(11)
     ts = every(BASE, STEP, N)
-    jobs, alloc, events = [], [], []
     for host in HOSTS:
         for g in range(GPUS):
             sbe = rng.poisson(0.02, N).astype(float)
@@ -50,22 +47,7 @@ def fleet(telemetry_store):
             # the failing hosts run an older driver whose power draw is always higher
             power = 500 + rng.normal(0, 10, N) + (60 if host in OLD_DRIVER else 0)
             write_samples(CLUSTER, host, f"gpu{g}", "gpu.power", ts, power)
-    for k, (job_hosts, fh, fg, hours) in enumerate(FAILURES):
-        end = BASE + timedelta(hours=hours)
-        for i, h in enumerate(job_hosts):
-            j, a = _job(str(300 + k), h, end, cluster=CLUSTER)
-            if i == 0:
-                j["n_hosts"] = len(job_hosts)
-                jobs.append(j)
-            alloc.append(a)
-        events.append(event_row(CLUSTER, fh, end - timedelta(minutes=1), "xid", 94, f"gpu{fg}", "critical"))
-    for k, h in enumerate(HOSTS):  # every host busy all the time: controls are matched on activity
-        j, a = _job(str(700 + k), h, BASE + timedelta(days=6), "COMPLETED", cluster=CLUSTER)
-        j["start_ts"] = a["start_ts"] = BASE
-        jobs.append(j), alloc.append(a)
-    write_rows("jobs", jobs)
-    write_rows("job_hosts", alloc)
-    write_rows("events", events)
+    write_xid_job_failures(CLUSTER, FAILURES, HOSTS, first_id=300, busy_first_id=700)
     write_rows("hosts", [host_row(CLUSTER, h, rack=f"r{i // 8}", driver="535.104" if h in OLD_DRIVER else "550.54")
                          for i, h in enumerate(HOSTS)])
     return CLUSTER

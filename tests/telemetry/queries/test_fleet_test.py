@@ -11,7 +11,7 @@ import pytest
 from telemetry.queries import fleet_test as st
 from telemetry.queries import windows
 
-from . import BASE, event_row, every, write_rows, write_samples
+from . import BASE, event_row, every, job_rows, write_rows, write_samples
 
 pytestmark = pytest.mark.slow  # see ./precursor test --fast
 
@@ -28,11 +28,7 @@ RAMP_H = 3
 
 
 def _job(job_id, host, end, state="NODE_FAIL", cluster=CLUSTER):
-    return ({"cluster": cluster, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
-             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": end - timedelta(hours=30),
-             "start_ts": end - timedelta(hours=30), "end_ts": end, "n_hosts": 1, "n_gpus": 8, "version": 1},
-            {"cluster": cluster, "job_id": job_id, "host": host, "start_ts": end - timedelta(hours=30), "end_ts": end,
-             "version": 1})
+    return job_rows(job_id, host, end, state, cluster)
 
 
 @pytest.fixture(scope="module")

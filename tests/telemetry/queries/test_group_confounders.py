@@ -7,7 +7,6 @@ power at every time and nothing more before a failure (a metric that marks the f
 coming failure). Only the precursor may come out as a finding; the power is flagged and ranks below."""
 from __future__ import annotations
 
-from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -15,8 +14,7 @@ from scipy.stats import mannwhitneyu
 
 from telemetry.queries import contrasts, fleet_contrasts, fleet_test, signal_scan, windows
 
-from . import BASE, event_row, every, host_row, write_rows, write_samples
-from .test_fleet_test import _job
+from . import BASE, every, host_row, write_rows, write_samples, write_xid_job_failures
 
 CLUSTER = "groupconf"
 STEP = 120
@@ -34,7 +32,6 @@ OLD_FW = {"g00", "g04", "g08", "g12"}
 def fleet(telemetry_store):
     rng = np.random.default_rng(23)
     ts = every(BASE, STEP, N)
-    jobs, alloc, events = [], [], []
     for host in HOSTS:
         old = host in OLD_FW
         for g in range(GPUS):
@@ -46,22 +43,7 @@ def fleet(telemetry_store):
                     replay[t0 - RAMP:t0] += rng.poisson(12.0, RAMP)  # the precursor, on the failing GPU only
             write_samples(CLUSTER, host, f"gpu{g}", "gpu.pcie.replay", ts, np.cumsum(replay))
             write_samples(CLUSTER, host, f"gpu{g}", "gpu.power", ts, power)
-    for k, (job_hosts, fh, fg, hours) in enumerate(FAILURES):
-        end = BASE + timedelta(hours=hours)
-        for i, h in enumerate(job_hosts):
-            j, a = _job(str(400 + k), h, end, cluster=CLUSTER)
-            if i == 0:
-                j["n_hosts"] = len(job_hosts)
-                jobs.append(j)
-            alloc.append(a)
-        events.append(event_row(CLUSTER, fh, end - timedelta(minutes=1), "xid", 94, f"gpu{fg}", "critical"))
-    for k, h in enumerate(HOSTS):  # every host busy all the time: controls are matched on activity
-        j, a = _job(str(800 + k), h, BASE + timedelta(days=6), "COMPLETED", cluster=CLUSTER)
-        j["start_ts"] = a["start_ts"] = BASE
-        jobs.append(j), alloc.append(a)
-    write_rows("jobs", jobs)
-    write_rows("job_hosts", alloc)
-    write_rows("events", events)
+    write_xid_job_failures(CLUSTER, FAILURES, HOSTS, first_id=400, busy_first_id=800)
     write_rows("hosts", [host_row(CLUSTER, h, rack=f"r{i // 4}", fw="96.00.99" if h in OLD_FW else "96.00.A1")
                          for i, h in enumerate(HOSTS)])
     return CLUSTER
