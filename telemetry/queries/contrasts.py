@@ -327,11 +327,11 @@ def in_group(hosts, group: "Concentration") -> bool:
 def stratified_p(before: list[tuple[float, bool]], control: list[tuple[float, bool]],
                  alternative: str = "greater") -> float | None:
     """The van Elteren test: Wilcoxon rank sums of ``before`` against ``control`` within each
-    stratum (the bool), combined with weights 1/(N_s + 1) — is ``before`` worse than ``control``
-    when only windows of the same stratum are compared? Normal approximation with the tie
-    correction; None where no stratum has windows on both sides."""
+    stratum (the bool, or any label: phase strata have three), combined with weights 1/(N_s + 1) —
+    is ``before`` worse than ``control`` when only windows of the same stratum are compared? Normal
+    approximation with the tie correction; None where no stratum has windows on both sides."""
     num = var = 0.0
-    for stratum in (True, False):
+    for stratum in dict.fromkeys([s for _, s in before] + [s for _, s in control]):
         b = np.array([v for v, s in before if s == stratum and np.isfinite(v)])
         c = np.array([v for v, s in control if s == stratum and np.isfinite(v)])
         n1, n2 = len(b), len(c)

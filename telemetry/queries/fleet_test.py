@@ -54,7 +54,10 @@ Lead time: t0 − the first firing of each fired window before the outcome.
 
 Where the outcome names the failing part, ``component_contrasts`` says whether the rule fired on
 that part and not on its siblings in the same job, nor in the part's own earlier windows
-(telemetry/queries/fleet_contrasts.py).
+(telemetry/queries/fleet_contrasts.py). ``phase_contrasts`` splits the table by what the job was
+doing in each window — a checkpoint write under way, a heavy phase (telemetry/queries/phase.py) —
+and flags a rule that marks a phase over-represented before the outcome and does not hold within
+the strata (Cochran–Mantel–Haenszel).
 """
 from __future__ import annotations
 
@@ -67,7 +70,7 @@ import numpy as np
 from scipy.stats import fisher_exact
 
 from telemetry import catalog, rules, store
-from telemetry.queries import contrasts, fleet_contrasts, scores, windows
+from telemetry.queries import contrasts, fleet_contrasts, phase, scores, windows
 from telemetry.queries.windows import (COVERAGE_S, QUERY_TIMEOUT_S, ROLLUP_SQL, Interruption, NotTestable,  # noqa: F401
                                        Outcome, Window, parse_outcome)
 from telemetry.stats import jeffreys_interval
@@ -124,6 +127,7 @@ class FleetTestResult:
     excluded: windows.Exclusions = field(default_factory=windows.Exclusions)  # candidate controls left out
     parts: fleet_contrasts.PartCounts = field(default_factory=fleet_contrasts.PartCounts)  # component contrasts
     groups: dict = field(default_factory=dict)  # strata by the racks/drivers/firmware failures concentrate on
+    phases: dict = field(default_factory=dict)  # strata by checkpoint write / heavy phase (phase.py)
 
     def as_dict(self) -> dict:
         recall, rlo, rhi = jeffreys_interval(self.a, self.c)
@@ -143,6 +147,7 @@ class FleetTestResult:
             "controls": self.controls, "controls_excluded": self.excluded.as_dict(),
             "component_contrasts": self.parts.as_dict(),
             "group_contrasts": fleet_contrasts.summarize_groups(self.groups),
+            "phase_contrasts": phase.summarize_fleet(self.phases),
             "matched_on_activity": self.matched_on_activity,
             "recall": recall, "recall_ci": [rlo, rhi],
             "control_rate": control_rate, "control_rate_ci": [clo, chi],
@@ -416,6 +421,7 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen, failing, host_t0s, coverage, W,
                             lo_s, hi_s, timeout_s=timeout_s)
     fleet_contrasts.collect_groups(result.groups, cluster, found, chosen, failing, by_unit, timeout_s=timeout_s)
+    phase.collect_fleet(result.phases, cluster, found, lo_s, hi_s, timeout_s=timeout_s)
     result.node_days += sum(len(v) for v in coverage.values()) * COVERAGE_S / 86400
 
 

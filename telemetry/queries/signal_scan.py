@@ -48,7 +48,11 @@ Per metric, with B the window values before the outcome and C the control values
   the sibling and own-history contrasts are shown beside it. Where the failures concentrate on a
   rack/driver/firmware/GPU model whose hosts run worse on the metric at healthy times, the finding
   must also hold within that group (``contrasts.within_group``, the stratified test; ``groups`` in
-  the row), so its p is the larger of the two, and it is flagged when it does not hold there;
+  the row), so its p is the larger of the two, and it is flagged when it does not hold there.
+  Where a checkpoint write or a heavy phase of the job comes before the outcome more often than
+  in controls and the metric runs worse during it at healthy times, the finding must also hold
+  within the phase strata (``phase``; ``phases`` in the row, ``phase_windows`` in the result):
+  again the larger p, and flagged "tracks checkpoint writes" / "tracks job phase" when it does not;
 - ``q``: Benjamini–Hochberg over every metric tested in the scan: the expected share of false
   findings among those ranked at or above it. Many metrics are compared, so p alone overstates;
 - medians of B and C, and how many windows each had.
@@ -66,7 +70,7 @@ import numpy as np
 from scipy.stats import false_discovery_control, mannwhitneyu, rankdata
 
 from telemetry import catalog, rules, store
-from telemetry.queries import contrasts, scores, windows
+from telemetry.queries import contrasts, phase, scores, windows
 from telemetry.queries.windows import COVERAGE_S, Outcome, hosts_of, metrics_present
 
 MIN_WINDOWS = 3
@@ -210,6 +214,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     readings: dict[str, tuple[list[float], list[float]]] = {}  # what a rise rule reads (rules.rise_readings)
     parts: dict[str, dict] = {}  # metric -> contrasts.collect's pooled parts
     groups: list[contrasts.Concentration] = []  # racks/drivers/firmware the failures concentrate on
+    phases: dict[str, tuple[list[dict], list[dict]]] = {}  # each value's window's phase strata (phase.py)
+    phase_counts = None  # windows in a checkpoint write / heavy phase, before the outcome and in controls
     excluded = windows.Exclusions()  # candidate controls left out, and why
     no_data: dict[str, list[int]] = {}  # metric -> [windows before without data, controls without data]
     n_outcome = n_named = 0
@@ -247,6 +253,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                                                timeout_s=timeout_s)
         groups += found_groups
         spans = found + contrasts.own_history_windows(chosen, failing, host_t0s, W, lo_s)
+        phased = phase.window_phases(cluster, found, lo_s, hi_s, timeout_s=timeout_s)
+        phase_counts = phase.count(found, phased, phase_counts)
         names = [metric for metric, _, _ in present]
 
         def step(i, n, stage, _done=done):
@@ -265,10 +273,12 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             for wi, w in enumerate(found):  # a rise rule's reading: the highest part score of the window's hosts
                 if unit_scores.get(wi):
                     (read_b if w.kind == "before" else read_c).append(max(unit_scores[wi].values()))
-            for w, (v, rv, on) in zip(found, picked):
+            ph_b, ph_c = phases.setdefault(metric, ([], []))
+            for w, (v, rv, on), ph in zip(found, picked, phased):
                 if np.isfinite(v):
                     (before if w.kind == "before" else control).append(float(v))
                     (where_b if w.kind == "before" else where_c).append(on)
+                    (ph_b if w.kind == "before" else ph_c).append(ph)
                     if np.isfinite(rv):
                         (raw_b if w.kind == "before" else raw_c).append(float(rv))
                 else:
@@ -332,6 +342,11 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                     f"; within the group it does not hold (p {got['p']:.2g}, {got['before_within']} windows before, "
                     f"{got['controls_within']} controls there)" if got["p"] is not None
                     else "; not testable within the group (no stratum with windows before and controls)"))
+        # A checkpoint write or heavy phase over-represented before the outcome, in which the
+        # metric runs worse at healthy times: the finding must hold within the phase strata too
+        # (phase.py; the larger p), and is flagged when it does not.
+        phase.apply(row, before, control, *phases.get(metric, ([], [])),
+                    "two-sided" if m.bad not in ("up", "down") else "greater")
         rows.append(row)
     tested = [r for r in rows if r["p"] is not None]
     if tested:
@@ -349,6 +364,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         "range": [iso(lo_all), iso(hi_all)] if lo_all is not None else None,
         "outcome_interruptions": n_outcome, "components_named": n_named,
         "concentrated_on": [g.as_dict() for g in groups], "controls_excluded": excluded.as_dict(),
+        "phase_windows": phase_counts,
         "matched_on_activity": matched, "metrics_tested": len(tested), "metrics_seen": len(rows),
         "rows": rows,
     }
