@@ -197,3 +197,36 @@ def test_an_underpowered_test_says_so(investigator):
     part = page.split('id="test-power"')[1].split("</p>")[0]
     assert "underpowered: with 1 window before the outcome and 3 of 43 controls firing" in part
     assert "p &lt; 0.01" in part or "p < 0.01" in part
+
+
+def test_the_pages_flag_a_rule_and_a_finding_that_track_checkpoint_writes(worker, investigator):
+    """I/O in flight rises during every checkpoint write, and writes came before 7 of 8 XID 94s:
+    the fleet test page and the scan page say it tracks checkpoint writes, with the evidence."""
+    from investigations.services import scans
+    from tests.telemetry.queries.test_phase_confounders import write_phase_fleet
+
+    write_phase_fleet("fleettest-phase")
+    h = hypotheses.pin_hypothesis(investigator, statement="I/O piles up before XID 94", metric="storage.io_in_progress",
+                                  component_scope="disk", condition="threshold", operator=">", threshold=10,
+                                  lead_window_s=3600, outcome="XID 94")
+    job = fleet_test.start_fleet_test(investigator, h, cluster="fleettest-phase")
+    done = wait_for(job.pk, timeout=240)
+    assert done.state == "succeeded", done.error
+    ck = {g["phase"]: g for g in done.result["phase_contrasts"]}["checkpoint"]
+    assert ck["flagged"] and ck["before_in_phase"] == 7 and ck["before"] == 8
+    html = client_for(investigator).get(f"/jobs/{job.pk}/").content.decode()
+    part = html.split('phase-contrast">')[1].split("</p>")[0]
+    assert part.startswith("⚑ tracks checkpoint writes: a checkpoint write under way in 7 of 8 windows before")
+    assert "Cochran–Mantel–Haenszel not testable" in part or "Cochran–Mantel–Haenszel p" in part
+    assert "rather than the coming failure" in part
+
+    scan = scans.start_scan(investigator, outcome="XID 94", lead_window_s=3600, cluster="fleettest-phase")
+    done = wait_for(scan.pk, timeout=300)
+    assert done.state == "succeeded", done.error
+    html = client_for(investigator).get(f"/jobs/{scan.pk}/").content.decode()
+    rows = html.split('<table class="dense scan-rows">')[1].split("</table>")[0].split("<tr")
+    io = [r for r in rows if "storage.io_in_progress" in r][0]
+    assert "⚑ tracks checkpoint writes: a checkpoint write under way in 7 of 8 windows before" in io
+    assert "within the strata it does not hold" in io
+    first = [r for r in rows if 'class="mono"' in r][0]
+    assert "gpu.pcie.replay" in first and "⚑" not in first  # the precursor: first, unflagged
