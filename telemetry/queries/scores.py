@@ -72,6 +72,7 @@ HOSTS_PER_ROLLING_QUERY = 8  # rolling_fires: a row per (host, unit, minute) com
 MIN_BASELINE_S = 6 * 3600
 MAX_BASELINE_S = 3 * 86400
 BASELINE_WINDOWS = 4
+GAP_MARGIN_S = 3600  # rows read before a baseline that follows time no window covers (``_bounds``)
 
 # The rollup's rows as they are, no merge: a minute split over two unmerged parts counts as two
 # (a mean of means, a counter's first/last/highest are the same either way).
@@ -83,8 +84,9 @@ _ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, "
          "AND isFinite(v) AND isFinite(hi) AND isFinite(lo)")
 
 # Each row's segment: the last boundary of its host at or before it (an ASOF join against the
-# boundaries, which go in as two flat arrays: the host's position in ``hosts``, from 1, and the
-# boundary; 0 where a row comes before all its host's boundaries). The boundaries are few (four
+# boundaries, which go in as three flat arrays: the host's position in ``hosts``, from 1, the
+# boundary, and whether its segment is read (``keep``: 0 where a stretch no window or baseline
+# covers begins, see ``_bounds``); 0 where a row comes before all its host's boundaries). The boundaries are few (four
 # per window and host), so what a query costs grows with the rows it reads, not with the range or
 # the fleet (a look-up table per host and time cell cost ~4 µs per entry to bind, in every query).
 _ROWS_BY_BOUNDS = (
@@ -92,9 +94,10 @@ _ROWS_BY_BOUNDS = (
     " r.lo AS lo, r.c AS c, r.is_counter AS is_counter, b.seg AS seg "
     "FROM (SELECT *, toUInt32(transform(host, {hosts:Array(String)}, {host_idx:Array(UInt32)}, 0)) AS hid "
     f"      FROM ({_ROWS})) AS r "
-    "ASOF LEFT JOIN (SELECT x.1 AS hid, x.2 AS seg "
-    "                FROM (SELECT arrayJoin(arrayZip({b_host:Array(UInt32)}, {b_t:Array(Int64)})) AS x)) AS b "
-    "ON r.hid = b.hid AND r.t >= b.seg")
+    "ASOF LEFT JOIN (SELECT x.1 AS hid, x.2 AS seg, x.3 AS keep "
+    "                FROM (SELECT arrayJoin(arrayZip({b_host:Array(UInt32)}, {b_t:Array(Int64)}, "
+    "                                                {b_keep:Array(UInt8)})) AS x)) AS b "
+    "ON r.hid = b.hid AND r.t >= b.seg WHERE b.keep = 1")
 
 
 def _segments_sql(rows: str) -> str:
@@ -216,11 +219,10 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
         for h in w.hosts:
             b0 = int(_baseline_starts(np.array([w.start], dtype=np.int64), W, B, (host_t0s or {}).get(h))[0])
             by_host.setdefault(h, []).append((i, b0))
-    bounds = sorted({(h, int(b)) for h, wins in by_host.items() for i, b0 in wins
-                     for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
+    bounds = _bounds(by_host, spans)
     starts = np.array([w.start for w in spans], dtype=np.int64)
     ends = np.array([w.end for w in spans], dtype=np.int64)
-    lo_s = int(min(b for _, b in bounds) - 60)
+    lo_s = int(min(b for _, b, _ in bounds) - 60)
     hi_s = int(ends.max())
     win_idx = {h: (np.array([i for i, _ in v], dtype=np.int64), np.array([b for _, b in v], dtype=np.int64))
                for h, v in by_host.items()}
@@ -243,6 +245,33 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
         for metric in batch:
             yield (metric, *_as_dicts(got.pop(metric)))
         done += len(batch)
+
+
+def _bounds(by_host: dict[str, list[tuple[int, int]]], spans) -> list[tuple[str, int, int]]:
+    """Each host's segment boundaries, sorted, as (host, boundary, keep): every window's baseline
+    start, s − 59, s and e − 59 (keep 1), and where the host's time is no window's or baseline's
+    the rows are not summed: a boundary with keep 0 at the end of each stretch of overlapping
+    [baseline start, end) intervals, and one with keep 1 ``GAP_MARGIN_S`` before the next stretch
+    begins — a counter's step into the baseline comes from its last row before it, which is in
+    that margin (a series silent for the margin before a baseline that is not its host's first
+    takes the step from its last row before the previous stretch's end instead). Segments a window
+    or baseline sums are the same either way: the extra boundaries fall where no window sums."""
+    out = []
+    for h, wins in by_host.items():
+        cuts = {int(b) for i, b0 in wins for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)}
+        stretches: list[list[int]] = []
+        for b0, e in sorted((int(b0), int(spans[i].end)) for i, b0 in wins):
+            if stretches and b0 - GAP_MARGIN_S <= stretches[-1][1]:
+                stretches[-1][1] = max(stretches[-1][1], e)
+            else:
+                stretches.append([b0, e])
+        marks = {b: 1 for b in cuts}
+        for k, (a, e) in enumerate(stretches):
+            marks[e] = 0  # no window's segment starts at or after e before the next stretch
+            if k:  # the host's first stretch: rows before its first boundary are not read (as ever)
+                marks[a - GAP_MARGIN_S] = 1
+        out += [(h, b, keep) for b, keep in marks.items()]
+    return sorted(out)
 
 
 _ROW_COUNTS = ("SELECT metric, host, count() FROM samples_1m WHERE cluster = {cluster:String} "
@@ -280,7 +309,7 @@ def _metric_batches(metrics: list[str], rows: dict[tuple[str, str], int]) -> lis
     return out
 
 
-def _host_slices(bounds: list[tuple[str, int]], hosts: list[str],
+def _host_slices(bounds: list[tuple[str, int, int]], hosts: list[str],
                  rows: dict[tuple[str, str], int] | None = None) -> list[tuple[list[str], dict]]:
     """The hosts in slices, each with its boundaries as the query takes them: a slice's rows
     (``rows``: per (metric, host), of the metrics read together) stay within ``ROWS_PER_QUERY`` —
@@ -289,10 +318,10 @@ def _host_slices(bounds: list[tuple[str, int]], hosts: list[str],
     per_host: dict[str, int] = {}
     for (_, h), n in (rows or {}).items():
         per_host[h] = per_host.get(h, 0) + n
-    by: dict[str, list[int]] = {h: [] for h in hosts}
-    for h, b in bounds:
+    by: dict[str, list[tuple[int, int]]] = {h: [] for h in hosts}
+    for h, b, keep in bounds:
         if h in by:
-            by[h].append(b)
+            by[h].append((b, keep))
     parts: list[list[str]] = []
     part: list[str] = []
     load = n_bounds = 0
@@ -311,7 +340,7 @@ def _host_slices(bounds: list[tuple[str, int]], hosts: list[str],
             raise ValueError(f"{len(b_host):,} window boundaries on one host, more than the engine takes in one "
                              f"query ({MAX_LOOKUP:,}): scan fewer windows")
         out.append((part, {"host_idx": list(range(1, len(part) + 1)), "b_host": b_host,
-                           "b_t": [b for h in part for b in by[h]]}))
+                           "b_t": [b for h in part for b, _ in by[h]], "b_keep": [k for h in part for _, k in by[h]]}))
     return out
 
 

@@ -145,7 +145,8 @@ def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
     lo = bounds[0] - 60
     table = scores.store.query_arrow(scores._UNITS, {
         "cluster": cluster, "metrics": [metric], "counters": [metric], "hosts": [host], "lo_s": lo,
-        "hi_s": max(w.end for w in spans), "host_idx": [1], "b_host": [1] * len(bounds), "b_t": bounds}, tag="test")
+        "hi_s": max(w.end for w in spans), "host_idx": [1], "b_host": [1] * len(bounds), "b_t": bounds,
+        "b_keep": [1] * len(bounds)}, tag="test")
     d = table.to_pydict()
     keep = [k for k, u in enumerate(d["unit"]) if u == unit]
     segs = np.array([d["seg"][k] for k in keep])
@@ -156,3 +157,47 @@ def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
     score, _, _, _ = scores._statistic(True, col("u_n"), col("u_nv"), col("u_sv"), col("u_sv2"), col("u_inc"),
                                        i0, i1, j0, j1)
     return float(score[0])
+
+
+def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(fleet, monkeypatch):
+    """Rows of a host's time that no window or baseline covers are not summed (``scores._bounds``:
+    a boundary with keep 0 where such a stretch begins, one with keep 1 ``GAP_MARGIN_S`` before
+    the next baseline, whose counter step comes from the row before it): every score, level and
+    rule value is the one a read of every row gives (the engine's float sums to their last bits)."""
+    W = 3 * 3600
+    t0s = {h: int((BASE + timedelta(hours=hrs)).timestamp()) for h, hrs in FAILURES.items()}
+    host_t0s = {h: np.array([t]) for h, t in t0s.items()}
+    spans = [windows.Window("before", i, (h,), t - W, t) for i, (h, t) in enumerate(sorted(t0s.items()))]
+    # the same hosts 6 h and 60 h earlier: two stretches a host, a day and more apart
+    spans += [windows.Window("same_hosts", i, (h,), t - W - k * W, t - k * W) for i, (h, t) in enumerate(sorted(t0s.items()))
+              for k in (2, 20)]
+    spans += [windows.Window("peers", 0, ("t02",), t0s["t01"] - W, t0s["t01"])]
+    metrics = ["gpu.ecc.dram_sbe_volatile", "gpu.pcie.replay"]
+    B = scores.baseline_for(W)
+    by_host: dict[str, list] = {}
+    for i, w in enumerate(spans):
+        for h in w.hosts:
+            b0 = int(scores._baseline_starts(np.array([w.start]), W, B, host_t0s.get(h))[0])
+            by_host.setdefault(h, []).append((i, b0))
+    marks = scores._bounds(by_host, spans)
+    # two stretches on each failing host (a day and a half unread between them), one on the peer:
+    # each ends in a keep-0 boundary, the second of a failing host starts with the margin's
+    assert sum(1 for _, _, keep in marks if not keep) == 2 * 4 + 1
+    cuts = {(h, b) for h, wins in by_host.items() for i, b0 in wins
+            for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)}
+    assert sum(1 for h, b, keep in marks if keep and (h, b) not in cuts) == 4
+    pruned = scores.window_scores(fleet, spans, metrics, host_t0s=host_t0s)
+
+    def every_row(by_host, spans):  # the boundaries alone, every segment read
+        return sorted({(h, int(b), 1) for h, wins in by_host.items() for i, b0 in wins
+                       for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
+
+    monkeypatch.setattr(scores, "_bounds", every_row)
+    whole = scores.window_scores(fleet, spans, metrics, host_t0s=host_t0s)
+    for m in metrics:
+        for got, want in ((pruned.score[m], whole.score[m]), (pruned.level[m], whole.level[m]),
+                          (pruned.rule[m], whole.rule[m])):
+            assert list(got) == list(want) and len(want) == len(spans)
+            for w in want:
+                assert list(got[w]) == list(want[w])
+                assert np.allclose(list(got[w].values()), list(want[w].values()), rtol=1e-12, atol=0)
