@@ -85,29 +85,31 @@ _ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, "
 
 # Each row's segment: the last boundary of its host at or before it (an ASOF join against the
 # boundaries, which go in as three flat arrays: the host's position in ``hosts``, from 1, the
-# boundary, and whether its segment is read (``keep``: 0 where a stretch no window or baseline
-# covers begins, see ``_bounds``); 0 where a row comes before all its host's boundaries). The boundaries are few (four
+# boundary, and how its segment is read (``keep``: 0 not at all — a stretch no window or baseline
+# covers begins; 2 inside a window: a counter's minute rates too, what a rule reads; 1 otherwise,
+# see ``_bounds``); 0 where a row comes before all its host's boundaries). The boundaries are few (four
 # per window and host), so what a query costs grows with the rows it reads, not with the range or
 # the fleet (a look-up table per host and time cell cost ~4 µs per entry to bind, in every query).
 _ROWS_BY_BOUNDS = (
     "SELECT r.metric AS metric, r.host AS host, r.component AS component, r.t AS t, r.v AS v, r.hi AS hi, "
-    " r.lo AS lo, r.c AS c, r.is_counter AS is_counter, b.seg AS seg "
+    " r.lo AS lo, r.c AS c, r.is_counter AND b.keep = 2 AS rated, b.seg AS seg "
     "FROM (SELECT *, toUInt32(transform(host, {hosts:Array(String)}, {host_idx:Array(UInt32)}, 0)) AS hid "
     f"      FROM ({_ROWS})) AS r "
     "ASOF LEFT JOIN (SELECT x.1 AS hid, x.2 AS seg, x.3 AS keep "
     "                FROM (SELECT arrayJoin(arrayZip({b_host:Array(UInt32)}, {b_t:Array(Int64)}, "
     "                                                {b_keep:Array(UInt8)})) AS x)) AS b "
-    "ON r.hid = b.hid AND r.t >= b.seg WHERE b.keep = 1")
+    "ON r.hid = b.hid AND r.t >= b.seg WHERE b.keep > 0")
 
 
 def _segments_sql(rows: str) -> str:
     """Per (metric, host, component, segment) sums of the rollup rows ``rows`` (with each row's
-    segment ``seg``: its last boundary; ``t``: every minute its own)."""
+    segment ``seg``: its last boundary; ``t``: every minute its own; ``rated``: a counter's row
+    whose minute rates are wanted)."""
     return (
     "SELECT metric, host, component, seg, count() AS n, sum(v) AS sv, sum(v * v) AS sv2, "
     " argMin(hi, t) AS first_hi, argMax(hi, t) AS last_hi, max(hi) AS max_hi, min(lo) AS min_lo, "
     " argMin(c, t) AS first_c, argMax(c, t) AS last_c, "
-    " arraySort(groupArrayIf((t, hi, c), is_counter)) AS xs, "
+    " arraySort(groupArrayIf((t, hi, c), rated)) AS xs, "
     " arrayMax(arrayPushBack(arrayMap((x, y) -> if(y.3 > x.3 AND y.2 >= x.2, (y.2 - x.2) / (y.3 - x.3), 0.), "
     "   arrayPopBack(xs), arrayPopFront(xs)), 0.)) AS rate_in "
     f"FROM ({rows}) WHERE seg > 0 GROUP BY metric, host, component, seg")
@@ -141,7 +143,7 @@ def _units_sql(segments: str) -> str:
 
 _UNITS = _units_sql(_segments_sql(_ROWS_BY_BOUNDS))
 # Every minute its own segment: the rolling scores of a rule (``rolling_fires``).
-_UNIT_MINUTES = _units_sql(_segments_sql(f"SELECT *, t AS seg FROM ({_ROWS})"))
+_UNIT_MINUTES = _units_sql(_segments_sql(f"SELECT *, t AS seg, is_counter AS rated FROM ({_ROWS})"))
 
 
 def baseline_for(W: int) -> int:
@@ -249,7 +251,9 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
 
 def _bounds(by_host: dict[str, list[tuple[int, int]]], spans) -> list[tuple[str, int, int]]:
     """Each host's segment boundaries, sorted, as (host, boundary, keep): every window's baseline
-    start, s − 59, s and e − 59 (keep 1), and where the host's time is no window's or baseline's
+    start, s − 59, s and e − 59 (keep 2 where the segment lies in a window, [s, e − 59): its
+    counters' highest minute rate is what a rule reads — a baseline needs none, and those rates
+    cost a quarter of the query; else 1), and where the host's time is no window's or baseline's
     the rows are not summed: a boundary with keep 0 at the end of each stretch of overlapping
     [baseline start, end) intervals, and one with keep 1 ``GAP_MARGIN_S`` before the next stretch
     begins — a counter's step into the baseline comes from its last row before it, which is in
@@ -265,7 +269,8 @@ def _bounds(by_host: dict[str, list[tuple[int, int]]], spans) -> list[tuple[str,
                 stretches[-1][1] = max(stretches[-1][1], e)
             else:
                 stretches.append([b0, e])
-        marks = {b: 1 for b in cuts}
+        inside = sorted((int(spans[i].start), int(spans[i].end) - 59) for i, _ in wins)
+        marks = {b: 2 if any(s <= b < e for s, e in inside) else 1 for b in cuts}
         for k, (a, e) in enumerate(stretches):
             marks[e] = 0  # no window's segment starts at or after e before the next stretch
             if k:  # the host's first stretch: rows before its first boundary are not read (as ever)

@@ -146,7 +146,7 @@ def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
     table = scores.store.query_arrow(scores._UNITS, {
         "cluster": cluster, "metrics": [metric], "counters": [metric], "hosts": [host], "lo_s": lo,
         "hi_s": max(w.end for w in spans), "host_idx": [1], "b_host": [1] * len(bounds), "b_t": bounds,
-        "b_keep": [1] * len(bounds)}, tag="test")
+        "b_keep": [2] * len(bounds)}, tag="test")
     d = table.to_pydict()
     keep = [k for k, u in enumerate(d["unit"]) if u == unit]
     segs = np.array([d["seg"][k] for k in keep])
@@ -186,10 +186,14 @@ def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(flee
     cuts = {(h, b) for h, wins in by_host.items() for i, b0 in wins
             for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)}
     assert sum(1 for h, b, keep in marks if keep and (h, b) not in cuts) == 4
+    # minute rates (keep 2) only inside the windows: a segment at s of each
+    starts = {(h, int(w.start)) for w in spans for h in w.hosts}
+    assert {(h, b) for h, b, keep in marks if keep == 2} >= starts
+    assert not any(keep == 2 and (h, b + 59) in starts for h, b, keep in marks)  # not the minute before
     pruned = scores.window_scores(fleet, spans, metrics, host_t0s=host_t0s)
 
     def every_row(by_host, spans):  # the boundaries alone, every segment read
-        return sorted({(h, int(b), 1) for h, wins in by_host.items() for i, b0 in wins
+        return sorted({(h, int(b), 2) for h, wins in by_host.items() for i, b0 in wins
                        for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
 
     monkeypatch.setattr(scores, "_bounds", every_row)
