@@ -13,23 +13,38 @@ each unit (a host's component up to its first ``/``: ``gpu3`` for ``gpu3/nvlink2
 for ``mlx5_0/1``, '' for host-level series) is measured against itself.
 
 The score of a unit in a window [s, e) (only the one-minute rollup rows wholly inside it: a minute
-[t, t + 60) with s <= t and t + 60 <= e, so nothing at or after t0 enters) against its baseline,
-the ``baseline_s`` before the window ([s − baseline_s, s), the same rule for minutes; by default
-four lead windows, at least 6 h, at most 3 days; earlier history only, never the window itself):
+[t, t + 60) with s <= t and t + 60 <= e, so nothing at or after t0 enters) against its own past,
+two baselines of it (earlier history only, never the window itself; the same rule for minutes):
+
+- the **recent past**: the ``baseline_s`` before the window, [s − baseline_s, s) (by default four
+  lead windows, at least 6 h, at most 3 days);
+- the **earlier past**: up to ``EARLIER_BASELINE_S`` (3 days) of history before that, ending where
+  the recent past starts. A precursor that builds up over a day or two — a DRAM trickle slowly
+  rising before row remaps and an XID 94 — is in the recent past already (the last hours look
+  only a few times worse than the day before them), not in the earlier one.
+
+Against each past:
 
 - **counters** (error counts, bytes, nanoseconds): k = the unit's reset-aware increase in the
-  window (summed over its series), λ = the increase its baseline rate predicts for a window of
-  that length (baseline increase × window minutes / baseline minutes). score = ln((k + 1) / (λ + 1)):
+  window (summed over its series), λ = the increase the past's rate predicts for a window of
+  that length (the past's increase × window minutes / its minutes). score = ln((k + 1) / (λ + 1)):
   0 for a part that goes on as before however noisy it always was; ln 21 ≈ 3 for a quiet part
   that logs 20 errors; a trickling part must multiply its own rate to score as high;
-- **gauges** (temperatures, power, clocks, flags): the window's mean against the baseline's mean,
-  in baseline standard deviations (a floor of 1e-6 × the mean's size keeps a constant gauge —
+- **gauges** (temperatures, power, clocks, flags): the window's mean against the past's mean,
+  in the past's standard deviations (a floor of 1e-6 × the mean's size keeps a constant gauge —
   a link width, a status flag — finite: any change of one scores very high).
 Scores are oriented in the catalog's bad direction (higher = worse; for ``up`` and ``none`` as
-they are, negated for ``down``). A unit without a baseline of at least half a window's minutes
-has no score in that window (NaN). A baseline starts no earlier than one window after the host's
-last interruption before the window: the teardown and reboot after a failure (fans idling,
-counters reset) are no baseline of anything.
+they are, negated for ``down``), and the window's score is the one against the past it departs
+from most in that direction (for a counter: λ the lower of the two predictions; for a metric
+without a bad direction, the larger departure either way). A part noisy for weeks is as noisy in
+both pasts and still scores about 0. Every window — before an outcome and in its controls — is
+scored the same way, so a threshold set on the controls' scores (the pin rule) stays calibrated.
+A past with fewer than half a window's minutes does not count; a unit with neither has no score
+in that window (NaN). A past starts no earlier than one window after the host's last interruption
+before it: the teardown and reboot after a failure (fans idling, counters reset) are no baseline of
+anything. Where that cuts the recent past short, the earlier past is the history before that
+interruption instead (up to 3 days, from one window after the interruption before it), so a host
+whose jobs are often interrupted by other hosts' failures still has a past to be measured against.
 
 Besides the score, each unit's raw value in the window (the counter's mean rate per second over
 the window, the gauge's mean) is kept: the pin rule sets its threshold in the metric's own unit.
@@ -37,8 +52,8 @@ the window, the gauge's mean) is kept: the pin rule sets its threshold in the me
 How it runs
 -----------
 In the engine, for a batch of metrics at once: the rollup rows of the windows' hosts are cut at
-every window's boundaries (s − baseline, s − 59, s, e − 59: an ASOF join of each row to its
-host's last boundary at or before it; the boundaries are a few per window and host), and summed
+every window's boundaries (s, e − 59, and each past's start and end − 59: an ASOF join of each row
+to its host's last boundary at or before it; the boundaries are a few per window and host), and summed
 per (metric, host, unit, segment) — minute count, sum and sum of squares of the minute means, and
 the counter's increase inside the segment plus the step from the previous segment. Python then
 adds segments up with prefix sums per unit (each unit's own, so the same numbers however the rows
@@ -53,8 +68,8 @@ run; on a constant gauge, scored in units of a near-zero spread, that shows.)
 
 A rule on the score (the fleet test's ``rise`` condition, ``rolling_fires``) reads the same
 statistic for the window ending with every minute: the same query with every minute its own
-segment, the same prefix sums, so a rule fires on a part exactly where the scan would score it
-high (up to the baseline's first minute: the scan's segments leave out the step into it).
+segment, the same pasts and prefix sums, so a rule fires on a part exactly where the scan would
+score it high (up to a past's first minute: the scan's segments leave out the step into it).
 """
 from __future__ import annotations
 
@@ -73,6 +88,7 @@ MIN_BASELINE_S = 6 * 3600
 MAX_BASELINE_S = 3 * 86400
 BASELINE_WINDOWS = 4
 GAP_MARGIN_S = 3600  # rows read before a baseline that follows time no window covers (``_bounds``)
+EARLIER_BASELINE_S = 3 * 86400  # the earlier past: up to this long, ending where the recent baseline starts
 
 # The rollup's rows as they are, no merge: a minute split over two unmerged parts counts as two
 # (a mean of means, a counter's first/last/highest are the same either way).
@@ -187,6 +203,25 @@ def _baseline_starts(starts: np.ndarray, W: int, B: int, t0s: np.ndarray | None)
     return np.minimum(b0, starts - 59)
 
 
+def _pasts(starts: np.ndarray, W: int, B: int, t0s: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each window's baselines (module docstring), as (start, end) arrays, start = end where a
+    window has none: the recent past [b0, start) (``_baseline_starts``) and the earlier past, up
+    to ``EARLIER_BASELINE_S`` long, that ends where the recent one would start (start − B) or,
+    where the host's last interruption cut the recent one short, at that interruption (the
+    recovery after it is no baseline, the history before it is), and starts no earlier than one
+    window after the interruption before it."""
+    starts = np.asarray(starts, dtype=np.int64)
+    b0 = _baseline_starts(starts, W, B, t0s)
+    f1 = starts - B
+    if t0s is not None and len(t0s):
+        t0s = np.asarray(t0s, dtype=np.int64)
+        k = np.searchsorted(t0s, starts, side="left") - 1
+        last = t0s[np.maximum(k, 0)]
+        f1 = np.where((k >= 0) & (last + W > starts - B), last, f1)
+    f0 = np.minimum(_baseline_starts(f1, W, EARLIER_BASELINE_S, t0s), f1)
+    return [(b0, starts), (f0, f1)]
+
+
 def window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: int | None = None,
                   host_t0s: dict[str, np.ndarray] | None = None, progress=None,
                   timeout_s: int = QUERY_TIMEOUT_S) -> Scores:
@@ -216,18 +251,17 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
         return
     W = int(spans[0].end - spans[0].start)
     B = int(baseline_s or baseline_for(W))
-    by_host: dict[str, list[tuple[int, int]]] = {}  # host -> [(window index, baseline start)]
+    by_host: dict[str, list[tuple[int, ...]]] = {}  # host -> [(window index, each past's start, end, ...)]
     for i, w in enumerate(spans):
         for h in w.hosts:
-            b0 = int(_baseline_starts(np.array([w.start], dtype=np.int64), W, B, (host_t0s or {}).get(h))[0])
-            by_host.setdefault(h, []).append((i, b0))
+            pasts = _pasts(np.array([w.start], dtype=np.int64), W, B, (host_t0s or {}).get(h))
+            by_host.setdefault(h, []).append((i, *(int(x[0]) for past in pasts for x in past)))
     bounds = _bounds(by_host, spans)
     starts = np.array([w.start for w in spans], dtype=np.int64)
     ends = np.array([w.end for w in spans], dtype=np.int64)
     lo_s = int(min(b for _, b, _ in bounds) - 60)
     hi_s = int(ends.max())
-    win_idx = {h: (np.array([i for i, _ in v], dtype=np.int64), np.array([b for _, b in v], dtype=np.int64))
-               for h, v in by_host.items()}
+    win_idx = {h: tuple(np.array([x[k] for x in v], dtype=np.int64) for k in range(len(v[0]))) for h, v in by_host.items()}
     hosts = sorted(by_host)
     rows = _row_counts(cluster, metrics, hosts, lo_s, hi_s, timeout_s=timeout_s)
     done = 0
@@ -249,27 +283,34 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
         done += len(batch)
 
 
-def _bounds(by_host: dict[str, list[tuple[int, int]]], spans) -> list[tuple[str, int, int]]:
-    """Each host's segment boundaries, sorted, as (host, boundary, keep): every window's baseline
-    start, s − 59, s and e − 59 (keep 2 where the segment lies in a window, [s, e − 59): its
+def _bounds(by_host: dict[str, list[tuple[int, ...]]], spans) -> list[tuple[str, int, int]]:
+    """Each host's segment boundaries, sorted, as (host, boundary, keep): every window's s and
+    e − 59, and each of its pasts' start and end − 59 (``by_host``: (window index, each past's start,
+    end, ...); a past with start = end is none) (keep 2 where the segment lies in a window, [s, e − 59): its
     counters' highest minute rate is what a rule reads — a baseline needs none, and those rates
     cost a quarter of the query; else 1), and where the host's time is no window's or baseline's
     the rows are not summed: a boundary with keep 0 at the end of each stretch of overlapping
-    [baseline start, end) intervals, and one with keep 1 ``GAP_MARGIN_S`` before the next stretch
+    [earliest past's start, end) intervals, and one with keep 1 ``GAP_MARGIN_S`` before the next stretch
     begins — a counter's step into the baseline comes from its last row before it, which is in
     that margin (a series silent for the margin before a baseline that is not its host's first
     takes the step from its last row before the previous stretch's end instead). Segments a window
     or baseline sums are the same either way: the extra boundaries fall where no window sums."""
     out = []
     for h, wins in by_host.items():
-        cuts = {int(b) for i, b0 in wins for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)}
+        cuts: set[int] = set()
+        spans_h = []
+        for i, *ab in wins:
+            pasts = [(int(a), int(b)) for a, b in zip(ab[0::2], ab[1::2]) if a < b]
+            cuts.update((int(spans[i].start), int(spans[i].end) - 59))
+            cuts.update(x for a, b in pasts for x in (a, b - 59))
+            spans_h.append((min([a for a, _ in pasts] + [int(spans[i].start)]), int(spans[i].end)))
         stretches: list[list[int]] = []
-        for b0, e in sorted((int(b0), int(spans[i].end)) for i, b0 in wins):
+        for b0, e in sorted(spans_h):
             if stretches and b0 - GAP_MARGIN_S <= stretches[-1][1]:
                 stretches[-1][1] = max(stretches[-1][1], e)
             else:
                 stretches.append([b0, e])
-        inside = sorted((int(spans[i].start), int(spans[i].end) - 59) for i, _ in wins)
+        inside = sorted((int(spans[i].start), int(spans[i].end) - 59) for i, *_ in wins)
         marks = {b: 2 if any(s <= b < e for s, e in inside) else 1 for b in cuts}
         for k, (a, e) in enumerate(stretches):
             marks[e] = 0  # no window's segment starts at or after e before the next stretch
@@ -377,6 +418,22 @@ def _gauge_statistic(NV, S, S2, i0, i1, j0, j1):
     return score, mw, nw, nb
 
 
+def _worse_of(sign, two_sided, scores_k: np.ndarray, scored_k: np.ndarray):
+    """The window's score, oriented (higher is worse), from its scores against each past (rows
+    of ``scores_k``, where ``scored_k``): the one it departs from most in the bad direction — for
+    counters, against the lowest rate the pasts predict — (the largest departure either way for a
+    metric without a bad direction); and where it has a score at all."""
+    oriented = np.where(scored_k, sign * scores_k, np.nan)
+    scored = scored_k.any(axis=0)
+    if not scored.any():
+        return np.full(scored.shape, np.nan), scored
+    with np.errstate(invalid="ignore"):
+        filled = np.where(scored_k, oriented, -np.inf)
+        up = np.max(filled, axis=0)
+        far = np.take_along_axis(oriented, np.argmax(np.where(scored_k, np.abs(oriented), -1.0), axis=0)[None], 0)[0]
+    return np.where(scored, np.where(two_sided, far, up), np.nan), scored
+
+
 def _scored(score, nw, nb):
     """Where a window has a score: data in it, a baseline of at least half its minutes."""
     return (nw > 0) & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
@@ -418,9 +475,10 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
     ga = np.concatenate(([0], cuts)).astype(np.int64)
     gb = np.concatenate((cuts, [len(seg)])).astype(np.int64)
     info: dict[str, tuple[bool, float]] = {}
-    kept, pair_g, pair_w, pair_b0 = [], [], [], []
+    kept, pair_g, pair_w, pair_past = [], [], [], []
     is_counter_g = np.zeros(len(ga), dtype=bool)
     sign_g = np.ones(len(ga))
+    none_g = np.zeros(len(ga), dtype=bool)
     for g, a in enumerate(ga.tolist()):
         metric, host = metric_col[a], host_col[a]
         found = win_idx.get(host)
@@ -428,16 +486,17 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
             continue
         if metric not in info:
             m = catalog.get(metric)
-            info[metric] = (m.is_counter, -1.0 if m.bad == "down" else 1.0)
-        is_counter_g[g], sign_g[g] = info[metric]
+            info[metric] = (m.is_counter, -1.0 if m.bad == "down" else 1.0, m.bad not in ("up", "down"))
+        is_counter_g[g], sign_g[g], none_g[g] = info[metric]
         kept.append(g)
         pair_g.append(np.full(len(found[0]), g, dtype=np.int64))
         pair_w.append(found[0])
-        pair_b0.append(found[1])
+        pair_past.append(np.stack(found[1:]))
     if not kept:
         return
-    pg, pw, pb0 = np.concatenate(pair_g), np.concatenate(pair_w), np.concatenate(pair_b0)
-    base = int(min(seg.min(), pb0.min(), starts.min() - 59))
+    pg, pw = np.concatenate(pair_g), np.concatenate(pair_w)
+    past = np.concatenate(pair_past, axis=1)  # rows: each past's start, end
+    base = int(min(seg.min(), past[0::2].min(), starts.min() - 59))
     row_g = np.repeat(np.arange(len(ga), dtype=np.int64), gb - ga)
     keys = row_g * _KEY + (seg - base)
     s, e = starts[pw], ends[pw]
@@ -445,27 +504,34 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
     def find(t):  # index of the group's first segment at or after t (global row index)
         return np.searchsorted(keys, pg * _KEY + (t - base), "left")
 
-    i0, i1, j0, j1 = find(s), find(e - 59), find(pb0), find(s - 59)
+    i0, i1 = find(s), find(e - 59)
+    # each past's segments [j0, j1) (none: j0 = j1)
+    js = [(find(a), np.where(a < b, find(b - 59), find(a))) for a, b in zip(past[0::2], past[1::2])]
     counter = is_counter_g[pg]
-    score = np.empty(len(pg))
     amount = np.empty(len(pg))
     nw = np.empty(len(pg))
-    nb = np.empty(len(pg))
+    score = np.full((len(js), len(pg)), np.nan)
+    nb = np.zeros((len(js), len(pg)))
     # prefix-sum positions: group g's entries sit g further along (each group starts with its 0)
     for mask, is_counter in ((counter, True), (~counter, False)):
         if not mask.any():
             continue
         groups = [g for g in kept if is_counter_g[g] == is_counter]
         off = pg[mask]
-        a0, a1, b0_, b1 = i0[mask] + off, i1[mask] + off, j0[mask] + off, j1[mask] + off
+        a0, a1 = i0[mask] + off, i1[mask] + off
         if is_counter:
             Np = _spread(np.concatenate(([0.0], np.cumsum(n))), ga, gb)  # whole minutes: exact
-            got = _counter_statistic(Np, _group_cums(inc, ga, gb, groups), a0, a1, b0_, b1)
+            I = _group_cums(inc, ga, gb, groups)
+            stat = lambda b0_, b1: _counter_statistic(Np, I, a0, a1, b0_, b1)  # noqa: E731
         else:
             Np = _spread(np.concatenate(([0.0], np.cumsum(nv))), ga, gb)
-            got = _gauge_statistic(Np, _group_cums(sv, ga, gb, groups), _group_cums(sv2, ga, gb, groups),
-                                   a0, a1, b0_, b1)
-        score[mask], amount[mask], nw[mask], nb[mask] = got
+            S, S2 = _group_cums(sv, ga, gb, groups), _group_cums(sv2, ga, gb, groups)
+            stat = lambda b0_, b1: _gauge_statistic(Np, S, S2, a0, a1, b0_, b1)  # noqa: E731
+        for k, (j0, j1) in enumerate(js):
+            got = stat(j0[mask] + off, j1[mask] + off)
+            score[k, mask], nb[k, mask] = got[0], got[3]
+            if k == 0:
+                amount[mask], nw[mask] = got[1], got[2]
     level = np.where(counter, amount / (e - s), amount)
     # what a rule on the metric reads in the window: the highest minute rate (counters), the
     # highest minute value (the lowest for a metric whose bad direction is down)
@@ -473,8 +539,8 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
     rule = np.where(counter, _range(np.maximum, rate, i0, i1),
                     np.where(down, _range(np.minimum, vlo, i0, i1), _range(np.maximum, vhi, i0, i1)))
     seen = (nw > 0) & np.isfinite(level)
-    ok = seen & _scored(score, nw, nb)
-    oriented = sign_g[pg] * score
+    oriented, scored = _worse_of(sign_g[pg], none_g[pg], score, _scored(score, nw, nb) & (nb > 0))
+    ok = seen & scored
     pair_cuts = np.flatnonzero(pg[1:] != pg[:-1]) + 1
     for a, b in zip(np.r_[0, pair_cuts].tolist(), np.r_[pair_cuts, len(pg)].tolist()):
         if not seen[a:b].any():
@@ -529,14 +595,15 @@ def rolling_fires(cluster: str, metric: str, W: int, operator: str, threshold: f
         table = store.query_arrow(_UNIT_MINUTES, {"cluster": cluster, "metrics": [metric],
                                                   "counters": [metric] if m.is_counter else [],
                                                   "hosts": hosts[c:c + HOSTS_PER_ROLLING_QUERY],
-                                                  "lo_s": int(lo_s - B - W), "hi_s": int(hi_s)},
+                                                  "lo_s": int(lo_s - B - EARLIER_BASELINE_S - W), "hi_s": int(hi_s)},
                                   tag="scores:rolling_fires", timeout_s=timeout_s)
-        _rolling_hits(table, m.is_counter, sign, W, B, operator, threshold, lo_s, hi_s, host_t0s, out)
+        _rolling_hits(table, m.is_counter, sign, W, B, operator, threshold, lo_s, hi_s, host_t0s, out,
+                      two_sided=m.bad not in ("up", "down"))
     return out
 
 
 def _rolling_hits(table, is_counter: bool, sign: float, W: int, B: int, operator: str, threshold: float,
-                  lo_s: int, hi_s: int, host_t0s, out: dict) -> None:
+                  lo_s: int, hi_s: int, host_t0s, out: dict, *, two_sided: bool = False) -> None:
     """Add to ``out`` each (host, unit)'s firing times in one ``_UNIT_MINUTES`` result."""
     if not table.num_rows:
         return
@@ -554,12 +621,17 @@ def _rolling_hits(table, is_counter: bool, sign: float, W: int, B: int, operator
         i0 = np.searchsorted(segs, starts, "left")
         i1 = np.arange(1, len(segs) + 1)
         t0s = (host_t0s or {}).get(host)
-        j0 = np.searchsorted(segs, _baseline_starts(starts, W, B, t0s), "left")
-        j1 = np.searchsorted(segs, starts - 59, "left")
-        score, _, nw, nb = _statistic(is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b], i0, i1, j0, j1)
-        score = sign * score
+        args = (is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b], i0, i1)
+        got = []
+        for p0, p1 in _pasts(starts, W, B, t0s):
+            j0 = np.searchsorted(segs, p0, "left")
+            j1 = np.where(p0 < p1, np.searchsorted(segs, p1 - 59, "left"), j0)
+            got.append(_statistic(*args, j0, j1))
+        nw = got[0][2]
+        sc_k, nb_k = np.array([g[0] for g in got]), np.array([g[3] for g in got])
+        score, scored = _worse_of(sign, two_sided, sc_k, _scored(sc_k, nw, nb_k) & (nb_k > 0))
         with np.errstate(invalid="ignore"):
-            hit = _scored(score, nw, nb) & ((score > threshold) if operator == ">" else (score < threshold))
+            hit = scored & ((score > threshold) if operator == ">" else (score < threshold))
         hit &= (segs >= lo_s) & (e <= hi_s)
         if t0s is not None and len(t0s):  # no window across an interruption of the host
             hit &= np.searchsorted(t0s, e, "left") == np.searchsorted(t0s, starts, "right")

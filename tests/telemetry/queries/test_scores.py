@@ -137,11 +137,15 @@ def test_queries_of_bounded_size_give_the_same_scores_to_the_last_bit(fleet, mon
 
 
 def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
+    """The unit's score in window ``wi`` from its own segments: against each of its pasts
+    (``scores._pasts``), the worse of them (``scores._worse_of``)."""
     W = spans[0].end - spans[0].start
     B = scores.baseline_for(W)
-    wins = [(i, int(scores._baseline_starts(np.array([w.start]), W, B, np.array([t0s[host]]) if host in t0s else None)[0]))
-            for i, w in enumerate(spans) if host in w.hosts]
-    bounds = sorted({b for i, b0 in wins for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
+    t0 = np.array([t0s[host]]) if host in t0s else None
+    wins = {i: [(int(a[0]), int(b[0])) for a, b in scores._pasts(np.array([w.start]), W, B, t0)]
+            for i, w in enumerate(spans) if host in w.hosts}
+    bounds = sorted({x for i, pasts in wins.items() for x in (spans[i].start, spans[i].end - 59)
+                     + tuple(y for a, b in pasts if a < b for y in (a, b - 59))})
     lo = bounds[0] - 60
     table = scores.store.query_arrow(scores._UNITS, {
         "cluster": cluster, "metrics": [metric], "counters": [metric], "hosts": [host], "lo_s": lo,
@@ -151,11 +155,14 @@ def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
     keep = [k for k, u in enumerate(d["unit"]) if u == unit]
     segs = np.array([d["seg"][k] for k in keep])
     col = lambda name: np.array([d[name][k] for k in keep], dtype=float)  # noqa: E731
-    b0 = dict(wins)[wi]
     s, e = spans[wi].start, spans[wi].end
-    i0, i1, j0, j1 = (np.searchsorted(segs, [x], "left") for x in (s, e - 59, b0, s - 59))
-    score, _, _, _ = scores._statistic(True, col("u_n"), col("u_nv"), col("u_sv"), col("u_sv2"), col("u_inc"),
-                                       i0, i1, j0, j1)
+    i0, i1 = (np.searchsorted(segs, [x], "left") for x in (s, e - 59))
+    args = (True, col("u_n"), col("u_nv"), col("u_sv"), col("u_sv2"), col("u_inc"), i0, i1)
+    got = [scores._statistic(*args, *(np.searchsorted(segs, [x], "left") for x in (a, b - 59 if a < b else a)))
+           for a, b in wins[wi]]
+    sc, nb = np.array([g[0] for g in got]), np.array([g[3] for g in got])
+    score, ok = scores._worse_of(1.0, False, sc, scores._scored(sc, got[0][2], nb) & (nb > 0))
+    assert ok[0]
     return float(score[0])
 
 
@@ -163,7 +170,9 @@ def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(flee
     """Rows of a host's time that no window or baseline covers are not summed (``scores._bounds``:
     a boundary with keep 0 where such a stretch begins, one with keep 1 ``GAP_MARGIN_S`` before
     the next baseline, whose counter step comes from the row before it): every score, level and
-    rule value is the one a read of every row gives (the engine's float sums to their last bits)."""
+    rule value is the one a read of every row gives (the engine's float sums to their last bits).
+    (The earlier past shortened to 6 h: at its 3 days every host's windows here form one stretch.)"""
+    monkeypatch.setattr(scores, "EARLIER_BASELINE_S", 6 * 3600)
     W = 3 * 3600
     t0s = {h: int((BASE + timedelta(hours=hrs)).timestamp()) for h, hrs in FAILURES.items()}
     host_t0s = {h: np.array([t]) for h, t in t0s.items()}
@@ -177,14 +186,13 @@ def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(flee
     by_host: dict[str, list] = {}
     for i, w in enumerate(spans):
         for h in w.hosts:
-            b0 = int(scores._baseline_starts(np.array([w.start]), W, B, host_t0s.get(h))[0])
-            by_host.setdefault(h, []).append((i, b0))
+            pasts = scores._pasts(np.array([w.start]), W, B, host_t0s.get(h))
+            by_host.setdefault(h, []).append((i, *(int(x[0]) for past in pasts for x in past)))
     marks = scores._bounds(by_host, spans)
     # two stretches on each failing host (a day and a half unread between them), one on the peer:
     # each ends in a keep-0 boundary, the second of a failing host starts with the margin's
     assert sum(1 for _, _, keep in marks if not keep) == 2 * 4 + 1
-    cuts = {(h, b) for h, wins in by_host.items() for i, b0 in wins
-            for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)}
+    cuts = _cuts(by_host, spans)
     assert sum(1 for h, b, keep in marks if keep and (h, b) not in cuts) == 4
     # minute rates (keep 2) only inside the windows: a segment at s of each
     starts = {(h, int(w.start)) for w in spans for h in w.hosts}
@@ -193,8 +201,7 @@ def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(flee
     pruned = scores.window_scores(fleet, spans, metrics, host_t0s=host_t0s)
 
     def every_row(by_host, spans):  # the boundaries alone, every segment read
-        return sorted({(h, int(b), 2) for h, wins in by_host.items() for i, b0 in wins
-                       for b in (b0, spans[i].start - 59, spans[i].start, spans[i].end - 59)})
+        return sorted((h, b, 2) for h, b in _cuts(by_host, spans))
 
     monkeypatch.setattr(scores, "_bounds", every_row)
     whole = scores.window_scores(fleet, spans, metrics, host_t0s=host_t0s)
@@ -205,3 +212,10 @@ def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(flee
             for w in want:
                 assert list(got[w]) == list(want[w])
                 assert np.allclose(list(got[w].values()), list(want[w].values()), rtol=1e-12, atol=0)
+
+
+def _cuts(by_host, spans):
+    """Every window's s and e − 59 and each of its pasts' start and end − 59, per host."""
+    return {(h, int(b)) for h, wins in by_host.items() for i, *ab in wins
+            for b in (spans[i].start, spans[i].end - 59)
+            + tuple(x for a, e in zip(ab[0::2], ab[1::2]) if a < e for x in (a, e - 59))}
