@@ -9,7 +9,7 @@ import math
 
 # A hypothesis's signal: a catalog metric on a component scope, a condition and an operator.
 COMPONENT_SCOPES = ("gpu", "nvswitch", "nic", "host", "psu", "fan", "disk", "job")
-# ``rise``: the part's score against its own preceding baseline (telemetry/queries/scores.py, the
+# ``rise``: the part's score against its own past (telemetry/queries/scores.py, the
 # signal scan's statistic) passes the threshold — a chronically noisy healthy part does not fire.
 CONDITIONS = ("threshold", "rate", "trend", "rise")
 OPERATORS = (">", "<")

@@ -20,10 +20,11 @@ the job died) and nothing before the window, and every window covers the same nu
   failing host's worst unit.
 - Where the outcome names no unit (a Slurm state): levels of different parts are not comparable
   — the 1–3 % of parts that trickle corrected errors for weeks would be the worst of every window,
-  before failures and at healthy times alike — so each unit is scored against its OWN baseline,
-  the hours just before the window (``telemetry.queries.scores``: for counters ln((k + 1) /
-  (λ + 1)), k the errors in the window, λ what the unit's own baseline rate predicts; for gauges
-  the window mean against the baseline mean in baseline standard deviations), and the window's
+  before failures and at healthy times alike — so each unit is scored against its OWN past, the
+  day or so just before the window and the days before that (``telemetry.queries.scores``: for
+  counters ln((k + 1) / (λ + 1)), k the errors in the window, λ what the unit's own past rate
+  predicts; for gauges the window mean against the past's mean in its standard deviations; against
+  whichever of the two pasts the window departs from most), and the window's
   value is the highest score over its hosts and units. A part noisy for weeks goes on as before
   and scores about 0; a part that starts to misbehave scores high.
 Values are oriented: higher is worse (a level of a metric whose bad direction is down is
