@@ -18,7 +18,9 @@ one untimed pass, then ``--text-seconds`` (30) timed. ``samples_stored`` is what
 server's ``/api/ingest/stats`` reports for the remote-write cluster after the run.
 ``--seconds 0`` runs the text phase alone (no fleet generation, no raw engine). The server's own
 CPU per request (``/proc``) is reported beside each rate, so a figure taken on a loaded machine
-can still be read (what the server spent, not what the neighbours did).
+can still be read (what the server spent, not what the neighbours did), and the part of it the
+engine's background merges took (``server_merge_cpu_ms_per_request``: the raw figure times only
+its inserts, so the merges of its parts are not in it).
 
 The raw figure: the server stopped, this process inserts the rows of the first round
 (decoded here with the same decoder, so the same rows) into its own fresh embedded store
@@ -295,6 +297,10 @@ class Server:
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def merge_cpu_s(self) -> float:
+        """CPU seconds the engine's background merges (threads named MergeMutate*) have used."""
+        return thread_cpu_s(self.proc.pid, "MergeMutate")
+
     def stats(self, cluster: str) -> dict:
         status, _, data = self.request("GET", f"/api/ingest/stats?cluster={cluster}", b"",
                                        {"Authorization": f"Bearer {self.token}"})
@@ -317,6 +323,22 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def thread_cpu_s(pid: int, prefix: str) -> float:
+    """CPU seconds (user + system) of the live threads of ``pid`` whose name starts with ``prefix``
+    (the engine names its pools: MergeMutate* merge the parts inserts leave behind)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        if name.startswith(prefix):
+            fields = stat.rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 # --- senders ------------------------------------------------------------------------------
@@ -548,10 +570,10 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
     progress(f"warm round: {warm.samples:,} samples in {warm_s:.1f} s; timed {options['seconds']:.0f} s …")
     timed = Tally()
     groups = server.group_commit()
-    start, cpu = time.perf_counter(), server.cpu_s()
+    start, cpu, merges = time.perf_counter(), server.cpu_s(), server.merge_cpu_s()
     _remote_write_phase(server, fleet, shards, batch, t0, None, options["seconds"], next_round, timed)
     elapsed = time.perf_counter() - start
-    cpu = server.cpu_s() - cpu
+    cpu, merges = server.cpu_s() - cpu, server.merge_cpu_s() - merges
     groups = {k: v - groups.get(k, 0) for k, v in server.group_commit().items()}
     stored = server.stored(CLUSTER)
     progress(f"remote-write: {timed.samples / elapsed:,.0f} samples/s, p95 "
@@ -571,6 +593,8 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
         "warm_round_s": round(warm_s, 1),
         "server_cpu_ms_per_request": round(1000 * cpu / max(1, timed.requests), 2),
         "server_cores_used": round(cpu / elapsed, 2),
+        # of it, the engine's background merges of the parts the inserts made (warm round's too)
+        "server_merge_cpu_ms_per_request": round(1000 * merges / max(1, timed.requests), 2),
         # timed phase: pushes and rows per insert of the server's group commit
         "requests_per_insert": round(groups["requests"] / groups["inserts"], 2) if groups.get("inserts") else None,
         "rows_per_insert": round(groups["rows"] / groups["inserts"]) if groups.get("inserts") else None,
@@ -590,10 +614,10 @@ def _text_run(server: Server, text_bodies: list[bytes], t0: int, options: dict, 
     warm_cpu = server.cpu_s() - warm_cpu
     progress(f"text: warm pass {text_warm.samples:,} samples in {warm_s:.1f} s; timed {options['text_seconds']:.0f} s …")
     text_tally = Tally()
-    start, cpu = time.perf_counter(), server.cpu_s()
+    start, cpu, merges = time.perf_counter(), server.cpu_s(), server.merge_cpu_s()
     _text_phase(server, text_bodies, options["relays"], t0, options["text_seconds"], 1, text_tally)
     text_elapsed = time.perf_counter() - start
-    cpu = server.cpu_s() - cpu
+    cpu, merges = server.cpu_s() - cpu, server.merge_cpu_s() - merges
     text_stored = server.stored(TEXT_CLUSTER)
     progress(f"text: {text_tally.samples / text_elapsed:,.0f} samples/s, p95 {_p(text_tally.latencies, 95):,.0f} ms")
     return {
@@ -604,6 +628,7 @@ def _text_run(server: Server, text_bodies: list[bytes], t0: int, options: dict, 
         # what the server process itself spent per scrape (the relays and other load excluded)
         "text_server_cpu_ms_per_request": round(1000 * cpu / max(1, text_tally.requests), 2),
         "text_server_cores_used": round(cpu / text_elapsed, 2),
+        "text_server_merge_cpu_ms_per_request": round(1000 * merges / max(1, text_tally.requests), 2),
         "text_samples_sent": text_warm.samples + text_tally.samples,
         "text_samples_stored": text_stored,
         "text_scrape_samples": _text_samples[0],

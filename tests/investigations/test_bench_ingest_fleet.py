@@ -31,3 +31,13 @@ def test_the_fleet_bodies_decode_to_the_series_they_claim():
 def test_the_bench_command_names_the_module_with_a_dash():
     assert "ingest-fleet" in bench.available() and "ingest" in bench.available()
     assert bench._module("ingest-fleet") is ingest_fleet
+
+
+def test_thread_cpu_is_summed_by_thread_name():
+    import os
+    from pathlib import Path
+
+    main = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+    sum(i * i for i in range(300_000))  # some CPU on this (the main) thread
+    assert ingest_fleet.thread_cpu_s(os.getpid(), main) > 0
+    assert ingest_fleet.thread_cpu_s(os.getpid(), "no-such-thread") == 0
