@@ -328,3 +328,19 @@ def test_the_linger_rows_setting_is_read_and_bad_values_are_named(monkeypatch):
         monkeypatch.setenv("PRECURSOR_INGEST_LINGER_ROWS", bad)
         with pytest.raises(ValueError, match="PRECURSOR_INGEST_LINGER_ROWS"):
             group_commit.linger_rows()
+
+
+def test_the_commit_delay_setting_is_read_and_bad_values_are_named(monkeypatch):
+    from telemetry.ingestion import group_commit
+
+    monkeypatch.setenv("PRECURSOR_INGEST_COMMIT_DELAY_MS", "60")
+    assert group_commit.commit_delay_s() == pytest.approx(0.06)
+    monkeypatch.setenv("PRECURSOR_INGEST_COMMIT_DELAY_MS", "0")
+    assert group_commit.commit_delay_s() == 0
+    monkeypatch.delenv("PRECURSOR_INGEST_COMMIT_DELAY_MS")
+    assert group_commit.commit_delay_s() == pytest.approx(0.06)
+    for bad in ("soon", "-1", "1001"):
+        monkeypatch.setenv("PRECURSOR_INGEST_COMMIT_DELAY_MS", bad)
+        with pytest.raises(ValueError, match="PRECURSOR_INGEST_COMMIT_DELAY_MS"):
+            group_commit.commit_delay_s()
+
