@@ -165,8 +165,8 @@ def test_serve_answers_pages_while_its_worker_threads_run_a_long_query(served):
     assert wait_job(browser, job["id"], ("cancelled", "failed", "succeeded"))["state"] == "cancelled"
 
     proc.send_signal(signal.SIGINT)
-    # a clean stop, once the cancelled query's current step ends (the engine holds the GIL while
-    # it runs, so the signal is handled after it: a step took over 60 s at load ~30)
+    # a clean stop: the embedded worker is stopped after the cancelled query's current step
+    # returns, which took over 60 s at load ~30 in a full-suite run
     assert proc.wait(240) == 0
     log.seek(0)
     output = log.read()
