@@ -350,29 +350,28 @@ class GroupCommit:
         return self._batcher.queued_weight()
 
 
+def _env_number(name: str, default: str, parse, kind: str, lo, hi):
+    """The environment setting ``name`` read by ``parse`` (``default`` where unset), refused with
+    a message naming it unless it is a number in [lo, hi]."""
+    raw = os.environ.get(name, default).strip()
+    try:
+        value = parse(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be {kind}, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {raw!r}")
+    return value
+
+
 def commit_delay_s() -> float:
     """``PRECURSOR_INGEST_COMMIT_DELAY_MS`` (default 60; 0 = no delay) in seconds."""
-    raw = os.environ.get("PRECURSOR_INGEST_COMMIT_DELAY_MS", "60").strip()
-    try:
-        ms = float(raw)
-    except ValueError:
-        raise ValueError(f"PRECURSOR_INGEST_COMMIT_DELAY_MS must be a number of milliseconds, got {raw!r}") from None
-    if not 0 <= ms <= 1000:
-        raise ValueError(f"PRECURSOR_INGEST_COMMIT_DELAY_MS must be between 0 and 1000, got {raw!r}")
-    return ms / 1000
+    return _env_number("PRECURSOR_INGEST_COMMIT_DELAY_MS", "60", float, "a number of milliseconds", 0, 1000) / 1000
 
 
 def linger_rows() -> int:
     """``PRECURSOR_INGEST_LINGER_ROWS`` (default 32,000): a leader waiting out the commit delay
     stops waiting once this many rows are queued."""
-    raw = os.environ.get("PRECURSOR_INGEST_LINGER_ROWS", "32000").strip()
-    try:
-        rows = int(raw)
-    except ValueError:
-        raise ValueError(f"PRECURSOR_INGEST_LINGER_ROWS must be a whole number of rows, got {raw!r}") from None
-    if not 1 <= rows <= 400_000:
-        raise ValueError(f"PRECURSOR_INGEST_LINGER_ROWS must be between 1 and 400000, got {raw!r}")
-    return rows
+    return _env_number("PRECURSOR_INGEST_LINGER_ROWS", "32000", int, "a whole number of rows", 1, 400_000)
 
 
 _committers: dict[str, GroupCommit] = {}

@@ -50,13 +50,14 @@ def event_row(cluster, host, ts, kind, code=0, component="", severity="error", m
             "code": code, "severity": severity, "message": message, "attributes": []}
 
 
-def job_rows(job_id, host, end, state="NODE_FAIL", cluster="fleet"):
-    """A 30 h job on ``host`` ending at ``end``: its ``jobs`` row and its ``job_hosts`` row."""
+def job_rows(job_id, host, end, state="NODE_FAIL", cluster="fleet", *, start=None, gpus=8):
+    """A one-host job on ``host`` from ``start`` (default 30 h before ``end``) to ``end``: its
+    ``jobs`` row and its ``job_hosts`` row."""
+    start = end - timedelta(hours=30) if start is None else start
     return ({"cluster": cluster, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
-             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": end - timedelta(hours=30),
-             "start_ts": end - timedelta(hours=30), "end_ts": end, "n_hosts": 1, "n_gpus": 8, "version": 1},
-            {"cluster": cluster, "job_id": job_id, "host": host, "start_ts": end - timedelta(hours=30), "end_ts": end,
-             "version": 1})
+             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": start, "start_ts": start, "end_ts": end,
+             "n_hosts": 1, "n_gpus": gpus, "version": 1},
+            {"cluster": cluster, "job_id": job_id, "host": host, "start_ts": start, "end_ts": end, "version": 1})
 
 
 def write_xid_job_failures(cluster, failures, hosts, *, first_id: int, busy_first_id: int, busy_days: int = 6,

@@ -14,7 +14,7 @@ import pytest
 from telemetry.queries import fleet_test as st
 from telemetry.queries import scores
 
-from . import BASE, event_row, every, write_rows, write_samples
+from . import BASE, event_row, every, job_rows, write_rows, write_samples
 
 pytestmark = pytest.mark.slow  # see ./precursor test --fast
 
@@ -27,10 +27,7 @@ W = 3 * 3600
 
 
 def _job(job_id, host, start, end, state):
-    return ({"cluster": CLUSTER, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
-             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": start, "start_ts": start, "end_ts": end,
-             "n_hosts": 1, "n_gpus": 8, "version": 1},
-            {"cluster": CLUSTER, "job_id": job_id, "host": host, "start_ts": start, "end_ts": end, "version": 1})
+    return job_rows(job_id, host, end, state, CLUSTER, start=start)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from telemetry import rules
 from telemetry.queries import fleet_test as ft
 from telemetry.queries import scores, signal_scan, windows
 
-from . import BASE, event_row, every, write_rows, write_samples
+from . import BASE, event_row, every, job_rows, write_rows, write_samples
 
 pytestmark = pytest.mark.slow
 
@@ -36,10 +36,7 @@ RAMP = 2 * 3600 // STEP
 
 
 def _job(job_id, host, start, end, state):
-    return ({"cluster": CLUSTER, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
-             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": start, "start_ts": start, "end_ts": end,
-             "n_hosts": 1, "n_gpus": GPUS, "version": 1},
-            {"cluster": CLUSTER, "job_id": job_id, "host": host, "start_ts": start, "end_ts": end, "version": 1})
+    return job_rows(job_id, host, end, state, CLUSTER, start=start, gpus=GPUS)
 
 
 @pytest.fixture(scope="module")

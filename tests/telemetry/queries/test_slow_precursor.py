@@ -20,7 +20,7 @@ from telemetry import catalog, rules
 from telemetry.queries import fleet_test as ft
 from telemetry.queries import scores, signal_scan, windows
 
-from . import BASE, event_row, every, write_rows, write_samples
+from . import BASE, event_row, every, job_rows, write_rows, write_samples
 
 pytestmark = pytest.mark.slow
 
@@ -37,10 +37,7 @@ METRIC = "gpu.ecc.dram_sbe_volatile"
 
 
 def _job(job_id, host, start, end, state):
-    return ({"cluster": CLUSTER, "job_id": job_id, "name": f"train-{job_id}", "user": "u", "partition": "gpu",
-             "state": state, "exit_code": "0:0", "reason": "", "submit_ts": start, "start_ts": start, "end_ts": end,
-             "n_hosts": 1, "n_gpus": 8, "version": 1},
-            {"cluster": CLUSTER, "job_id": job_id, "host": host, "start_ts": start, "end_ts": end, "version": 1})
+    return job_rows(job_id, host, end, state, CLUSTER, start=start)
 
 
 @pytest.fixture(scope="module")
