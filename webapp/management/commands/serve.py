@@ -68,7 +68,10 @@ class Command(BaseCommand):
         def interrupt(signum, frame):
             raise KeyboardInterrupt
 
+        # Both stop it cleanly. SIGINT too, explicitly: a process started in the background by a
+        # non-interactive shell inherits SIGINT ignored, and Python then leaves it ignored.
         signal.signal(signal.SIGTERM, interrupt)
+        signal.signal(signal.SIGINT, interrupt)
         freeze_startup_heap()  # again: the worker and the server were set up after the wsgi import
         self.stdout.write(f"Precursor is running at http://{opts['host']}:{opts['port']}/  (Ctrl-C to stop)")
         sys.stdout.flush()
