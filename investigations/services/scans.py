@@ -54,13 +54,16 @@ def run_signal_scan(ctx: JobContext) -> dict:
 
 
 def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
-    """A hypothesis from one row of a finished scan, over the scan's lead window: the part's score
-    against its own baseline (``rise``) passing the 95th percentile of the scores the scan read in
-    its control windows (rules.pin_rule, also the bench's) — a rule that passes in at most 5 % of
-    those healthy windows by construction, whatever the failures looked like; the statement says
-    which quantile and how many control windows it rests on. The scan's own statistic, so a
-    chronically noisy healthy part does not fire. Older scans (median scores only) pin the midpoint
-    of the median scores; a row without scores pins the metric's value.
+    """A hypothesis from one row of a finished scan, over the scan's lead window: a rule past the
+    95th percentile of what it reads in the scan's control windows (rules.pin_rule, also the
+    bench's) — a rule that passes in at most 5 % of those healthy windows by construction, whatever
+    the failures looked like; the statement says which rule, which quantile and how many control
+    windows it rests on. Where the outcome names no part, the part's score against its own baseline
+    (``rise``, the scan's statistic there), so a chronically noisy healthy part does not fire; where
+    it names the failing part, the scan tested that part's level, and the pin is the metric's own
+    value (``rate`` of a counter, ``threshold`` of a gauge) unless the ``rise`` rule, set the same
+    way, passes before more of the outcome's windows. Older scans (median scores only) pin the
+    midpoint of the medians; a row without scores pins the metric's value.
 
     The operator is the metric's bad direction in the catalog, not the side the medians happen to
     fall on: a finding that went the good way ("SBE rate lower before failures") would give a rule
@@ -83,7 +86,7 @@ def pin_finding(user, job: BackgroundJob, metric: str) -> Hypothesis:
              f"runs {'higher' if higher else 'lower'}")
     evidence = f"AUC {row['auc']:.2f}, q {q:.2g}; " if q is not None and row.get("auc") is not None else ""
     if basis is not None:
-        evidence += (f"threshold: the {basis['quantile'] * 100:g}th percentile of the part scores in "
+        evidence += (f"threshold: the {basis['quantile'] * 100:g}th percentile of {rules.reads(basis)} in "
                      f"{basis['n_control']} control windows, passed in "
                      f"{basis['before_above'] * basis['n_before']:.0f} of {basis['n_before']} windows before")
     statement = (f"{metric} {moves} in the {lead_h:g} h before {outcome} (signal scan, job {job.pk}"

@@ -14,10 +14,15 @@ Then, for every root-cause class that has precursors in the manifest:
    Classes sharing an outcome share one scan;
 2. the product's pin rule on the scan's row of the class's true precursor (the first metric of its
    chain in the simulator), ``telemetry.rules.pin_rule`` as ``investigations.services.scans.pin_finding``
-   calls it: ``rise`` (the part's score against its own baseline, the scan's statistic) past the
-   95th percentile of the scores the scan read in its control windows (``rules.PIN_QUANTILE``; a
-   rule that passes in at most 5 % of them by construction), refused with fewer than 20 control
-   windows or in the metric's good direction;
+   calls it: a rule past the 95th percentile of what it reads in the scan's control windows
+   (``rules.PIN_QUANTILE``; a rule that passes in at most 5 % of them by construction), refused
+   with fewer than 20 control windows or in the metric's good direction. Which rule follows what
+   the scan tested: where the outcome names no part (NODE_FAIL), ``rise`` (the part's score against
+   its own baseline, the scan's statistic there); where it names the failing part (the XIDs), the
+   scan compared that part's level, and the rule is ``rate`` (a counter) or ``threshold`` (a gauge)
+   on the highest reading of any part of the window's hosts — unless ``rise``, set the same way,
+   passes before more of the scan's windows before the outcome (``pin_basis`` in the per-class
+   figures says which, with the other rule's share beside it as ``rival``);
 3. the product's fleet test of that hypothesis (``telemetry.queries.fleet_test.run``).
 
 Printed figures (``--json``: one object):

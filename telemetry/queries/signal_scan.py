@@ -28,9 +28,14 @@ the job died) and nothing before the window, and every window covers the same nu
   value is the highest score over its hosts and units. A part noisy for weeks goes on as before
   and scores about 0; a part that starts to misbehave scores high.
 Values are oriented: higher is worse (a level of a metric whose bad direction is down is
-negated). ``rise_readings`` (rules.rise_readings: quantiles per side, and n) are of what a ``rise``
-rule reads in each window — the highest part score over its hosts — and set the pinned rule's
-threshold (the controls' 95th percentile). The medians shown are of what a rule reads in the
+negated). ``statistic`` says which the row tested: "level" where most windows before the outcome
+name the failing unit, else "score". ``rise_readings`` (rules.rise_readings: quantiles per side, and
+n) are of what a ``rise`` rule reads in each window — the highest part score over its hosts — and,
+where the row tested levels, ``level_readings`` (rules.level_readings) of what a ``rate`` (counter)
+or ``threshold`` (gauge) rule reads there as the fleet test fires it — the highest minute rate or
+raw value (the lowest where the bad direction is down) of any series of any unit of the window's
+hosts, in the metric's own unit. They set the pinned rule's threshold (the controls' 95th
+percentile, rules.pin_basis). The medians shown are of what a rule reads in the
 chosen unit's window: its highest minute rate (counters; from minute max
 to minute max, as the fleet test's ``rate`` condition) or its highest minute value (gauges; the
 lowest for a metric whose bad direction is down). The contrasts below compare the units'
@@ -213,6 +218,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     raws: dict[str, tuple[list[float], list[float]]] = {}  # the same windows' raw values (medians, pin rule)
     where: dict[str, tuple[list[tuple], list[tuple]]] = {}  # the hosts each value stands for (group tests)
     readings: dict[str, tuple[list[float], list[float]]] = {}  # what a rise rule reads (rules.rise_readings)
+    level_reads: dict[str, tuple[list[float], list[float]]] = {}  # what a rate/threshold rule reads (level_readings)
+    tested_as: dict[str, list[int]] = {}  # metric -> [windows before valued by the failing part's level, by a score]
     parts: dict[str, dict] = {}  # metric -> contrasts.collect's pooled parts
     groups: list[contrasts.Concentration] = []  # racks/drivers/firmware the failures concentrate on
     phases: dict[str, tuple[list[dict], list[dict]]] = {}  # each value's window's phase strata (phase.py)
@@ -271,12 +278,23 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             where_b, where_c = where.setdefault(metric, ([], []))
             gaps = no_data.setdefault(metric, [0, 0])
             read_b, read_c = readings.setdefault(metric, ([], []))
+            lev_b, lev_c = level_reads.setdefault(metric, ([], []))
+            lowest = catalog.get(metric).bad == "down"
             for wi, w in enumerate(found):  # a rise rule's reading: the highest part score of the window's hosts
                 if unit_scores.get(wi):
                     (read_b if w.kind == "before" else read_c).append(max(unit_scores[wi].values()))
+                # a rate/threshold rule's reading, as the fleet test fires it: the highest minute rate
+                # (counters) or raw value (gauges; the lowest where the bad direction is down) of any
+                # series of any part of the window's hosts
+                got = [v for v in unit_rule.get(wi, {}).values() if np.isfinite(v)]
+                if got:
+                    (lev_b if w.kind == "before" else lev_c).append(min(got) if lowest else max(got))
+            kinds = tested_as.setdefault(metric, [0, 0])
             ph_b, ph_c = phases.setdefault(metric, ([], []))
             for w, (v, rv, on), ph in zip(found, picked, phased):
                 if np.isfinite(v):
+                    if w.kind == "before":  # the failing part's level where the outcome names it, else a score
+                        kinds[(failing[w.index] if w.index < len(failing) else None) is None] += 1
                     (before if w.kind == "before" else control).append(float(v))
                     (where_b if w.kind == "before" else where_c).append(on)
                     (ph_b if w.kind == "before" else ph_c).append(ph)
@@ -300,6 +318,14 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                "median_score_control": float(np.median(control)) if control else None,
                "auc": None, "p": None, "q": None}
         row["rise_readings"] = rules.rise_readings(*readings.get(metric, ([], [])))
+        # what the scan tested: the failing part's level (most windows before the outcome name the
+        # part) or the highest self-normalised score; the pin rule follows it (rules.pin_basis)
+        named, unnamed = tested_as.get(metric, [0, 0])
+        row["statistic"] = "level" if named > unnamed else "score"
+        row["level_readings"] = (rules.level_readings(*level_reads.get(metric, ([], [])),
+                                                      "rate" if m.is_counter else "threshold",
+                                                      "<" if m.bad == "down" else ">")
+                                 if row["statistic"] == "level" else None)
         if len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
             # scores are oriented in the bad direction already: higher is worse
             alternative = "two-sided" if m.bad not in ("up", "down") else "greater"
