@@ -82,3 +82,23 @@ def write_xid_job_failures(cluster, failures, hosts, *, first_id: int, busy_firs
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
     write_rows("events", events)
+
+
+def write_part_failures(cluster, hosts, failures, end, *, xid: int, component: str, gpus: int = 8) -> None:
+    """One-host jobs from BASE to ``end``: on each host of ``failures`` (host -> hours after BASE)
+    a job ends in NODE_FAIL then, with XID ``xid`` on ``component`` a minute before, and is
+    requeued 10 min later until ``end``; every other host of ``hosts`` runs one job that completes."""
+    jobs, alloc, events = [], [], []
+    for k, host in enumerate(hosts):
+        if host in failures:
+            t0 = BASE + timedelta(hours=failures[host])
+            runs = [(BASE, t0, "NODE_FAIL"), (t0 + timedelta(minutes=10), end, "COMPLETED")]
+            events.append(event_row(cluster, host, t0 - timedelta(minutes=1), "xid", xid, component, "critical"))
+        else:
+            runs = [(BASE, end, "COMPLETED")]
+        for n, (a, b, state) in enumerate(runs):
+            j, al = job_rows(f"{k}{n}", host, b, state, cluster, start=a, gpus=gpus)
+            jobs.append(j), alloc.append(al)
+    write_rows("jobs", jobs)
+    write_rows("job_hosts", alloc)
+    write_rows("events", events)

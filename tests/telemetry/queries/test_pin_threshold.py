@@ -17,7 +17,7 @@ from telemetry import rules
 from telemetry.queries import fleet_test as ft
 from telemetry.queries import scores, signal_scan, windows
 
-from . import BASE, event_row, every, job_rows, write_rows, write_samples
+from . import BASE, every, write_part_failures, write_samples
 
 pytestmark = pytest.mark.slow
 
@@ -35,17 +35,12 @@ W = 3 * 3600
 RAMP = 2 * 3600 // STEP
 
 
-def _job(job_id, host, start, end, state):
-    return job_rows(job_id, host, end, state, CLUSTER, start=start, gpus=GPUS)
-
-
 @pytest.fixture(scope="module")
 def fleet(telemetry_store):
     rng = np.random.default_rng(23)
     ts = every(BASE, STEP, N)
     end = BASE + timedelta(days=DAYS)
-    jobs, alloc, events = [], [], []
-    for k, host in enumerate(HOSTS):
+    for host in HOSTS:
         for g in range(GPUS):
             rate = np.full(N, 0.05)
             # the healthy tail: an hour in forty, a GPU logs 1-4 errors a sample
@@ -55,18 +50,7 @@ def fleet(telemetry_store):
                 t0 = FAILURES[host] * 3600 // STEP
                 rate[t0 - RAMP:t0] += 3.0
             write_samples(CLUSTER, host, f"gpu{g}", METRIC, ts, np.cumsum(rng.poisson(rate)))
-        if host in FAILURES:
-            t0 = BASE + timedelta(hours=FAILURES[host])
-            for n, (a, b, state) in enumerate([(BASE, t0, "NODE_FAIL"), (t0 + timedelta(minutes=10), end, "COMPLETED")]):
-                j, al = _job(f"{k}{n}", host, a, b, state)
-                jobs.append(j), alloc.append(al)
-            events.append(event_row(CLUSTER, host, t0 - timedelta(minutes=1), "xid", 94, "gpu1", "critical"))
-        else:
-            j, al = _job(f"{k}0", host, BASE, end, "COMPLETED")
-            jobs.append(j), alloc.append(al)
-    write_rows("jobs", jobs)
-    write_rows("job_hosts", alloc)
-    write_rows("events", events)
+    write_part_failures(CLUSTER, HOSTS, FAILURES, end, xid=94, component="gpu1", gpus=GPUS)
     return CLUSTER
 
 
