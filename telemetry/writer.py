@@ -82,12 +82,14 @@ def split_by_days(table: pa.Table, days: int = DAYS_PER_INSERT) -> list[pa.Table
 
 
 def content_token(table: pa.Table) -> str:
+    """A digest of the table's rows: the Arrow IPC form of each column's rows, copied out of any
+    slice first (a slice's buffers are its parent's, so hashing them would give two halves of one
+    table the same token, and the same rows cut from two tables different ones)."""
     digest = hashlib.blake2b(digest_size=16)
-    for batch in table.to_batches():
-        for column in batch.columns:
-            for buffer in column.buffers():
-                if buffer is not None:
-                    digest.update(memoryview(buffer))
+    for name, column in zip(table.column_names, table.columns):
+        # one compact array per column (a copy of the slice's rows), however the table is chunked
+        values = pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
+        digest.update(memoryview(pa.record_batch([values], [name]).serialize()))
     digest.update(str(table.num_rows).encode())
     return digest.hexdigest()
 

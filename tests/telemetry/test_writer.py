@@ -40,6 +40,19 @@ def test_different_batches_are_both_stored(clean_store):
     assert count() == 20
 
 
+def test_two_halves_of_one_table_are_both_stored_and_a_slice_has_its_contents_token(clean_store):
+    """A slice shares its parent's buffers: the token is the slice's own rows, not the buffers'
+    (the two halves of one table once hashed alike and the second was dropped as a retry)."""
+    whole = samples(20, value=5.0)
+    writer.write("samples", whole.slice(0, 10))
+    writer.write("samples", whole.slice(10, 10))
+    assert count() == 20
+    assert writer.content_token(whole.slice(10, 10)) == writer.content_token(samples(20, value=5.0).slice(10, 10))
+    assert writer.content_token(whole.slice(0, 10)) == writer.content_token(samples(10, value=5.0))
+    writer.write("samples", samples(10, value=5.0))  # a retry of the first half, built anew
+    assert count() == 20
+
+
 def test_the_minute_rollup_is_fed_by_the_view(clean_store):
     writer.write("samples", samples(12, value=10.0, host="n002"))  # 12 x 10 s = 2 minutes
     rows = store.query_rows(
