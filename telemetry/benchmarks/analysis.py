@@ -166,7 +166,13 @@ def _build(cfg: SimConfig, progress) -> dict:
             last[0] = time.perf_counter()
             progress(f"bench analysis: {done:,} / ~{total:,} samples written")
 
-    manifest: Manifest = simulate(cfg, progress=report, tag="bench.analysis.build")
+    # a new salt per build: the fleet just deleted had the same content tokens, and the store
+    # would drop this build's inserts as retries of those
+    manifest: Manifest = simulate(cfg, progress=report, tag="bench.analysis.build", token_salt=f"build-{time.time_ns()}")
+    stored = _count("SELECT count() FROM samples WHERE cluster = {c:String}", {"c": CLUSTER})
+    if stored != manifest.counts["samples"]:
+        raise RuntimeError(f"bench analysis: the build stored {stored:,} samples of the fleet's "
+                           f"{manifest.counts['samples']:,}; the fleet is incomplete (rerun with --rebuild)")
     path = manifest_path()
     manifest.write(path)
     progress(f"bench analysis: fleet built in {time.perf_counter() - t:.0f} s, ground truth {path}")

@@ -438,8 +438,12 @@ class RunStats:
 
 
 def simulate(cfg: SimConfig, progress: Callable[[int, int], None] | None = None,
-             stats: RunStats | None = None, tag: str = "simulator") -> Manifest:
+             stats: RunStats | None = None, tag: str = "simulator", token_salt: str = "") -> Manifest:
     """Generate the fleet and write it through ``telemetry.writer``; return the manifest.
+
+    ``token_salt``: each insert's de-duplication token is the batch's content token (a rerun into
+    the same store is a no-op) prefixed with it — a rebuild after the fleet was deleted passes a
+    new salt, or the store takes its inserts for retries of the deleted ones and drops them.
 
     ``progress(samples_written, samples_estimated)`` is called after each batch.
     Generation runs one batch ahead in a thread (numpy and the engine release
@@ -476,7 +480,8 @@ def simulate(cfg: SimConfig, progress: Callable[[int, int], None] | None = None,
             break
         name, table = item
         t = time.perf_counter()
-        writer.write(name, table, tag=tag)
+        writer.write(name, table, tag=tag,
+                     token=f"{token_salt}:{writer.content_token(table)}" if token_salt else None)
         stats.insert_s += time.perf_counter() - t
         stats.rows += table.num_rows
         if name == "samples":
