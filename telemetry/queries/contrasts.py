@@ -72,6 +72,46 @@ def family(unit: str) -> str:
     return _DIGITS.sub("", unit)
 
 
+def read_host(window, job_hosts, failing_host: str) -> str:
+    """The host a matched window reads where the outcome names the failing part: the failing host
+    itself in the window before the outcome and at the same hosts' other times; in a healthy-peer
+    window, the peer that takes the failing host's place (the same position among the job's
+    hosts), so its namesake part stands in for the failing part."""
+    if window.kind != "peers":
+        return failing_host
+    pos = job_hosts.index(failing_host) if failing_host in job_hosts else 0
+    return window.hosts[min(pos, len(window.hosts) - 1)]
+
+
+def window_reads(found, chosen, failing, families) -> list[tuple[str, str | None] | None]:
+    """Per matched window, what a component-level reading of it reads (the signal scan's value,
+    the pin's readings, the fleet test's firing): ``None`` where its interruption names no part
+    (every part of every host of the window); else ``(host, unit)`` — the failing unit on the
+    failing host, or its namesake on the peer standing in for it (``read_host``) — or
+    ``(host, None)`` (every part of that one host) where the metric has no series of the failing
+    unit's family (``families``: the unit families the metric has; a fan before an XID)."""
+    out: list[tuple[str, str | None] | None] = []
+    for w in found:
+        fail = failing[w.index] if w.index < len(failing) else None
+        if fail is None:
+            out.append(None)
+            continue
+        host = read_host(w, chosen[w.index].hosts, fail[0])
+        out.append((host, fail[1] if family(fail[1]) in families else None))
+    return out
+
+
+def read_parts(values: dict[tuple[str, str], float], read: tuple[str, str | None] | None) -> dict:
+    """The parts of ``values`` ({(host, unit): value}) that a window reading ``read``
+    (``window_reads``) reads."""
+    if read is None:
+        return values
+    host, unit = read
+    if unit is not None:
+        return {read: values[read]} if read in values else {}
+    return {k: v for k, v in values.items() if k[0] == host}
+
+
 # The component named by the outcome's events near each t0 (the inventory's PCI map fills in an
 # event logged before the GPU was known).
 _FAILING_SQL = (

@@ -27,8 +27,15 @@ On the one-minute rollup (``samples_1m``), per series (host, component), a minut
   the minute passes it. A part that was always noisy scores ~0, so the 1-3 % of chronically noisy
   healthy parts, on which a ``rate`` rule fires all the time, do not fire; firings are per part
   (``rise`` is never read per host).
-A window fires when any minute of any component of any of its hosts fires in it — for ``rise``,
-when a part's score of the window's own data (at its end: the signal scan's reading, the same
+A window fires when any minute of any component of any of its hosts fires in it — except where
+the outcome names the failing part (the GPU of an XID, the NIC of a link-down): then the window is
+that part's, as in the signal scan. The window before the outcome fires only when the failing part
+fires; its controls are the same part at the same hosts' other times and its namesake on the
+healthy peer that takes the failing host's place (``contrasts.window_reads``; every part of that
+one host where the metric has no series of the part's family: a fan before an XID). A noisy GPU
+elsewhere in a 16-host job then neither fires the window before the failure nor raises the
+threshold a pin sets on the controls (``component_windows`` counts the windows before the outcome
+judged this way). For ``rise``, a window fires when a part's score of the window's own data (at its end: the signal scan's reading, the same
 ``scores.window_scores`` call) passes, so a threshold pinned from a scan's control windows
 (rules.pin_rule) fires here in the share of healthy windows it was set on; the rolling score times
 the firing and counts the alarms. ``power`` says what the table could show at best. The engine
@@ -129,6 +136,7 @@ class FleetTestResult:
     parts: fleet_contrasts.PartCounts = field(default_factory=fleet_contrasts.PartCounts)  # component contrasts
     groups: dict = field(default_factory=dict)  # strata by the racks/drivers/firmware failures concentrate on
     phases: dict = field(default_factory=dict)  # strata by checkpoint write / heavy phase (phase.py)
+    component_windows: int = 0  # windows before the outcome judged on the failing part (not job-wide)
 
     def as_dict(self) -> dict:
         recall, rlo, rhi = jeffreys_interval(self.a, self.c)
@@ -149,7 +157,7 @@ class FleetTestResult:
             "component_contrasts": self.parts.as_dict(),
             "group_contrasts": fleet_contrasts.summarize_groups(self.groups),
             "phase_contrasts": phase.summarize_fleet(self.phases),
-            "matched_on_activity": self.matched_on_activity,
+            "matched_on_activity": self.matched_on_activity, "component_windows": self.component_windows,
             "recall": recall, "recall_ci": [rlo, rhi],
             "control_rate": control_rate, "control_rate_ci": [clo, chi],
             "lift": lift, "lift_ci": [llo, lhi], "p": p,
@@ -307,31 +315,56 @@ def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_
     return fires, by_unit, coverage
 
 
-def _judge(found: list[Window], fires, coverage, at_end: dict[int, bool] | None = None) -> None:
-    """Mark each window: had data at all, and its first firing minute. ``at_end`` (``rise``): per
+def _judge(found: list[Window], fires, coverage, at_end: dict[int, bool] | None = None,
+           reads: list | None = None, by_unit: dict | None = None) -> None:
+    """Mark each window: had data at all, and its first firing minute. ``reads`` (per window,
+    ``contrasts.window_reads``; None: every window job-level): where the outcome names the failing
+    part, the window has data and fires on that part alone — the failing unit, or its namesake on
+    the peer standing in for the failing host (``by_unit``: its firings) — or on any part of that
+    one host where the metric has no series of the unit's family. ``at_end`` (``rise``): per
     window index, whether the rule passes on the window's own score (``_rise_at_end``); a window
     fires only then, timed at its first firing minute (the window's last minute where the rolling
     score passed only at its very end)."""
     for wi, w in enumerate(found):
-        w.has_data = windows.covered(coverage, w.hosts, w.start, w.end)
+        read = reads[wi] if reads is not None else None
+        hosts = w.hosts if read is None else (read[0],)
+        w.has_data = windows.covered(coverage, hosts, w.start, w.end)
         if not w.has_data:
             continue
-        w.fired_at = _first_fire(fires, w.hosts, w.start, w.end)
+        if read is not None and read[1] is not None:
+            w.fired_at = _first_fire({read[0]: (by_unit or {}).get(read, _NONE)}, hosts, w.start, w.end)
+        else:
+            w.fired_at = _first_fire(fires, hosts, w.start, w.end)
         if at_end is not None:
             w.fired_at = (w.fired_at if w.fired_at is not None else float(w.end - 60)) if at_end.get(wi) else None
 
 
-def _rise_at_end(cluster: str, signal: Signal, found: list[Window], host_t0s, timeout_s: int) -> dict[int, bool]:
+_NONE = np.empty(0)
+
+_UNITS_SQL = ("SELECT DISTINCT splitByChar('/', component)[1] FROM samples_1m WHERE cluster = {cluster:String} "
+              "AND metric = {metric:String} AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64})")
+
+
+def unit_families(cluster: str, metric: str, lo_s: int, hi_s: int, *, timeout_s: int) -> set[str]:
+    """The unit families (``contrasts.family``: gpu, mlx_, ...) the metric has series of."""
+    rows = store.query_rows(_UNITS_SQL, {"cluster": cluster, "metric": metric, "lo_s": lo_s, "hi_s": hi_s},
+                            tag="fleet_test:units", timeout_s=timeout_s)
+    return {contrasts.family(str(r[0])) for r in rows}
+
+
+def _rise_at_end(cluster: str, signal: Signal, found: list[Window], host_t0s, timeout_s: int,
+                 reads: list | None = None) -> dict[int, bool]:
     """Per window index: does the ``rise`` rule pass on the window's own score — the highest part
-    score over its hosts of the data inside the window against the baseline before it, the signal
-    scan's reading (scores.window_scores, the same call) — so a threshold pinned from the scan's
-    control windows (rules.pin_rule) means the same thing here. The rolling score at a minute
-    inside a window also reads up to one window of data before it, and would let a rise that ended
-    before the window fire it: it times the firing and counts the alarms, it does not judge the window."""
+    score of the data inside the window against the baseline before it, over the parts the window
+    reads (``reads``, as ``_judge``; default every part of its hosts), the signal scan's reading
+    (scores.window_scores, the same call) — so a threshold pinned from the scan's control windows
+    (rules.pin_rule) means the same thing here. The rolling score at a minute inside a window also
+    reads up to one window of data before it, and would let a rise that ended before the window
+    fire it: it times the firing and counts the alarms, it does not judge the window."""
     got = scores.window_scores(cluster, found, [signal.metric], host_t0s=host_t0s, timeout_s=timeout_s).score
     out = {}
     for wi, parts in got[signal.metric].items():
-        vals = list(parts.values())
+        vals = list(contrasts.read_parts(parts, reads[wi] if reads is not None else None).values())
         out[wi] = bool(vals) and (max(vals) > signal.threshold if signal.operator == ">"
                                   else min(vals) < signal.threshold)
     return out
@@ -411,13 +444,20 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations,
                                     excluded=result.excluded)
     result.matched_on_activity = result.matched_on_activity or bool(allocations)
-    at_end = _rise_at_end(cluster, signal, found, host_t0s, timeout_s) if signal.condition == "rise" and found else None
-    _judge(found, fires, coverage, at_end)
+    # where the outcome names the failing part, each window is that part's (the scan's reading)
+    failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
+    reads = None
+    if any(u is not None for u in failing):
+        reads = contrasts.window_reads(found, chosen, failing,
+                                       unit_families(cluster, signal.metric, lo_s, hi_s, timeout_s=timeout_s))
+        result.component_windows += sum(r is not None for r, w in zip(reads, found) if w.kind == "before")
+    at_end = (_rise_at_end(cluster, signal, found, host_t0s, timeout_s, reads)
+              if signal.condition == "rise" and found else None)
+    _judge(found, fires, coverage, at_end, reads, by_unit)
     result.n_outcome += len(chosen)
     _tally(result, found, chosen)
     _add_examples(result, cluster, found, chosen)
     say(4, "alarms a deployed rule would have raised")
-    failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
     _count_alarms(result, by_unit, chosen, failing, W)
     fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen, failing, host_t0s, coverage, W,
                             lo_s, hi_s, timeout_s=timeout_s)

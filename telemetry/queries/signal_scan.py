@@ -156,16 +156,18 @@ def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
     outcome and its controls (equal exposure; see the module docstring). Where the outcome names
     the failing unit, the value is that unit's raw level, times ``sign`` (−1 for a metric whose bad
     direction is down: values are oriented, higher is worse) — its controls are the same unit at
-    other times and its namesake on a healthy peer; elsewhere the highest self-normalised score over the
-    window's hosts and units. The second of the pair is that unit's ``rule`` value (its highest
-    minute rate or value: what the pinned rule will read); the third the host the value was read
-    on where the outcome names the failing unit, else the window's hosts (the group tests, see
-    ``contrasts.within_group``)."""
-    fams = {contrasts.family(u) for u in {u for vals in unit_level.values() for (_, u) in vals}}
+    other times and its namesake on a healthy peer (``contrasts.window_reads``); elsewhere the
+    highest self-normalised score over the window's hosts and units. The second of the pair is what
+    a level rule reads there: where the outcome names the failing unit, the worst ``rule`` value
+    (highest minute rate or value; the lowest for ``sign`` −1) of the parts the window reads — that
+    unit, or every part of the failing host (its stand-in) where the metric has no series of its
+    family — as the fleet test fires it; elsewhere the highest-scoring unit's. The third is the host
+    the value was read on where the outcome names the failing unit, else the window's hosts (the
+    group tests, see ``contrasts.within_group``)."""
+    reads = contrasts.window_reads(found, chosen, failing, families(unit_level))
     out = []
-    for wi, w in enumerate(found):
-        fail = failing[w.index] if w.index < len(failing) else None
-        if fail is None:
+    for wi, (w, read) in enumerate(zip(found, reads)):
+        if read is None:
             vals = unit_scores.get(wi, {})
             if not vals:
                 out.append((np.nan, np.nan, w.hosts))
@@ -173,20 +175,20 @@ def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
             best = max(vals, key=vals.get)
             out.append((vals[best], unit_rule.get(wi, {}).get(best, np.nan), tuple(w.hosts)))
             continue
-        raw = unit_level.get(wi, {})
-        job_hosts = chosen[w.index].hosts
-        pos = job_hosts.index(fail[0]) if fail[0] in job_hosts else 0
-        host = fail[0] if w.kind != "peers" else w.hosts[min(pos, len(w.hosts) - 1)]
-        if contrasts.family(fail[1]) in fams:
-            keys = [(host, fail[1])] if (host, fail[1]) in raw else []
-        else:
-            keys = [k for k in raw if k[0] == host]
-        if not keys:
-            out.append((np.nan, np.nan, (host,)))
+        raw = contrasts.read_parts(unit_level.get(wi, {}), read)
+        if not raw:
+            out.append((np.nan, np.nan, (read[0],)))
             continue
-        best = max(keys, key=lambda k: sign * raw[k])
-        out.append((sign * raw[best], unit_rule.get(wi, {}).get(best, np.nan), (host,)))
+        best = max(raw, key=lambda k: sign * raw[k])
+        rules_read = [v for v in contrasts.read_parts(unit_rule.get(wi, {}), read).values() if np.isfinite(v)]
+        rv = (max(rules_read) if sign > 0 else min(rules_read)) if rules_read else np.nan
+        out.append((sign * raw[best], rv, (read[0],)))
     return out
+
+
+def families(unit_level) -> set[str]:
+    """The unit families a metric has in the scan's windows ({wi: {(host, unit): value}})."""
+    return {contrasts.family(u) for u in {u for vals in unit_level.values() for (_, u) in vals}}
 
 
 def window_features(cluster: str, spans, metrics: list[str], *, lo_s: int, hi_s: int,
@@ -280,12 +282,17 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             read_b, read_c = readings.setdefault(metric, ([], []))
             lev_b, lev_c = level_reads.setdefault(metric, ([], []))
             lowest = catalog.get(metric).bad == "down"
-            for wi, w in enumerate(found):  # a rise rule's reading: the highest part score of the window's hosts
+            for wi, w in enumerate(found):
+                # What a rule reads there: the highest part score (rise), or the highest minute rate
+                # (counters) or raw value (gauges; the lowest where the bad direction is down) of
+                # any series (rate/threshold), over every part of the window's hosts — also where
+                # the outcome names the failing part and the fleet test judges that part alone: a
+                # deployed rule watches every part, so its threshold (the controls' 95th
+                # percentile, rules.pin_basis) is set to stay rare across whole jobs at healthy
+                # times; set on one part's readings it would sit in the quiet part's noise floor
+                # and raise alarms on every part of the fleet
                 if unit_scores.get(wi):
                     (read_b if w.kind == "before" else read_c).append(max(unit_scores[wi].values()))
-                # a rate/threshold rule's reading, as the fleet test fires it: the highest minute rate
-                # (counters) or raw value (gauges; the lowest where the bad direction is down) of any
-                # series of any part of the window's hosts
                 got = [v for v in unit_rule.get(wi, {}).values() if np.isfinite(v)]
                 if got:
                     (lev_b if w.kind == "before" else lev_c).append(min(got) if lowest else max(got))
