@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from telemetry import catalog, rules
+from telemetry.queries import contrasts
 from telemetry.queries import fleet_test as ft
 from telemetry.queries import windows
 
@@ -196,9 +197,9 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         say(1, "interruptions and their hosts")
         chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
         say(2, f"minutes where {first.metric} fires")
-        fires_a, _, cov_a = ft._firing_minutes(cluster, first, lo_s, hi_s, timeout_s, host_t0s)
+        fires_a, units_a, cov_a = ft._firing_minutes(cluster, first, lo_s, hi_s, timeout_s, host_t0s)
         say(3, f"minutes where {second.metric} fires")
-        fires_b, _, cov_b = ft._firing_minutes(cluster, second, lo_s, hi_s, timeout_s, host_t0s)
+        fires_b, units_b, cov_b = ft._firing_minutes(cluster, second, lo_s, hi_s, timeout_s, host_t0s)
         fires_pair = {h: pair_times(fires_a.get(h), fires_b.get(h), together.mode, together.within_s)
                       for h in set(fires_a) & set(fires_b)}
         coverage = _joint(cov_a, cov_b)
@@ -211,13 +212,25 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         # a ``rise`` signal judges a window by the scan's reading (its own score at the window's
         # end), as the single-signal fleet test does; the pair fires in a window only where it
         # forms inside it and each of its ``rise`` signals passes there
-        at_end = [ft._rise_at_end(cluster, sig, found, host_t0s, timeout_s) if sig.condition == "rise" and found
-                  else None for sig in (first, second)]
+        # Where the outcome names the failing part, each signal alone judges that part's window
+        # (as its single-signal fleet test does) and the pair, whose signals sit on different
+        # parts, the failing host's (its stand-in on the peers): a pair formed on another host of
+        # the job is no lead of this failure.
+        failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
+        reads: list = [None, None, None]
+        if any(u is not None for u in failing):
+            host_only = contrasts.window_reads(found, chosen, failing, set())
+            reads = [host_only] + [contrasts.window_reads(found, chosen, failing, ft.unit_families(
+                cluster, sig.metric, lo_s, hi_s, timeout_s=timeout_s)) for sig in (first, second)]
+        at_end = [ft._rise_at_end(cluster, sig, found, host_t0s, timeout_s, r) if sig.condition == "rise" and found
+                  else None for sig, r in zip((first, second), reads[1:])]
         no_part = [None] * len(chosen)  # alarms per host: the two signals sit on different parts
         for role, (result, fires, judged) in enumerate(zip(results, (fires_pair, fires_a, fires_b), (None, *at_end))):
             for w in found:
                 w.fired_at = None
-            ft._judge(found, fires, coverage, judged)
+            ft._judge(found, fires, coverage, judged, reads[role], (None, units_a, units_b)[role])
+            result.component_windows += sum(r is not None for r, w in zip(reads[role] or (), found)
+                                            if w.kind == "before")
             if role == 0:  # the pair
                 for wi, w in enumerate(found):
                     if w.fired_at is not None and any(e is not None and not e.get(wi) for e in at_end):

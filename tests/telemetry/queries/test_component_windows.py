@@ -26,6 +26,7 @@ N = 6 * 86400 // STEP
 HOSTS = [f"w{i:02d}" for i in range(16)]
 GPUS = 4
 METRIC = "gpu.ecc.dram_sbe_volatile"
+ALSO = "gpu.ecc.sbe_volatile"  # DRAM and SRAM corrected errors together: here the same events
 # (job hosts, failing host, failing gpu, hours after BASE)
 FAILURES = [(HOSTS[0:4], "w01", 2, 4 * 24 + 3), (HOSTS[4:8], "w06", 0, 4 * 24 + 15),
             (HOSTS[8:12], "w08", 3, 5 * 24 + 1), (HOSTS[12:16], "w15", 1, 5 * 24 + 13)]
@@ -49,6 +50,7 @@ def fleet(telemetry_store):
                 if EPISODE.get(fh) == (host, g):
                     sbe[t0 - 5 * 3600 // STEP:t0 - 4 * 3600 // STEP] += rng.poisson(3.0, 3600 // STEP)
             write_samples(CLUSTER, host, f"gpu{g}", METRIC, ts, np.cumsum(sbe))
+            write_samples(CLUSTER, host, f"gpu{g}", ALSO, ts, np.cumsum(sbe))  # the same events, summed
     write_xid_job_failures(CLUSTER, FAILURES, HOSTS, first_id=500, busy_first_id=900)
     return CLUSTER
 
@@ -78,3 +80,19 @@ def test_an_episode_on_another_host_of_the_job_is_no_lead_of_the_failing_part(fl
     assert fired == {"500", "502"}, part["examples"]
     # the alarms are per part either way: two true (the climbs), two false (the episodes)
     assert (part["alarms"], part["true_alarms"]) == (4, 2)
+
+
+def test_signals_together_judge_the_failing_part_and_the_pair_the_failing_host(fleet):
+    from telemetry.queries import together
+
+    signal = ft.Signal(METRIC, "rate", ">", 0.02, W)
+    pair = together.parse(f"and {ALSO} rate > 0.02 within 30 min")
+    part = together.run(signal, pair, windows.parse_outcome("XID 94"), clusters=[CLUSTER])
+    # alone, each signal reads the failing GPU's window, as its own fleet test does
+    assert part["alone"]["a"]["table"] == _run("XID 94")["table"]
+    assert part["alone"]["a"]["component_windows"] == 4
+    # the pair forms on the failing host only (its stand-in on the peers): the episodes on the
+    # job's other hosts fire no window, as they do when the whole job is read
+    assert (part["table"]["a"], part["table"]["c"]) == (2, 2), part["table"]
+    jobs = together.run(signal, pair, windows.parse_outcome("NODE_FAIL"), clusters=[CLUSTER])
+    assert jobs["table"]["a"] == 4 and jobs["component_windows"] == 0, jobs["table"]
