@@ -159,6 +159,9 @@ def test_the_page_shows_whether_the_rule_fired_on_the_failing_part_and_not_the_r
     c = done.result["component_contrasts"]
     assert c["job_wide"]["flagged"] and not c["siblings"]["holds"] and c["own_history"]["holds"]
     html = client_for(investigator).get(f"/jobs/{job.pk}/").content.decode()
+    # the XIDs name the GPUs: the table judged each failing GPU's window, and the page says so
+    assert done.result["component_windows"] == 4
+    assert "4 windows before the outcome judged on the failing part alone" in html
     part = html.split('id="part-contrasts"')[1].split('id="control-windows"')[0]
     assert part.index("data-plotly-figure") < part.index("<table")
     assert "⚑ fired on most sibling parts of the job as well (4 of 4 failures)" in part
