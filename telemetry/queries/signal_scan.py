@@ -217,6 +217,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     clusters = clusters or windows.clusters_with_jobs(timeout_s=timeout_s)
     # values[metric] = (before values, control values)
     values: dict[str, tuple[list[float], list[float]]] = {}
+    strata: dict[str, tuple[list[int], list[int]]] = {}  # each value's interruption (its matched set)
     raws: dict[str, tuple[list[float], list[float]]] = {}  # the same windows' raw values (medians, pin rule)
     where: dict[str, tuple[list[tuple], list[tuple]]] = {}  # the hosts each value stands for (group tests)
     readings: dict[str, tuple[list[float], list[float]]] = {}  # what a rise rule reads (rules.rise_readings)
@@ -248,6 +249,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         hi_all = hi_s if hi_all is None else max(hi_all, hi_s)
         say(done, total, f"cluster {cluster}: interruptions of {outcome.label}")
         chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
+        stratum0 = n_outcome  # each interruption's window and its controls: one stratum, numbered over clusters
         n_outcome += len(chosen)
         if not chosen:
             done += len(present)
@@ -276,6 +278,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             picked = pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
                                  -1.0 if catalog.get(metric).bad == "down" else 1.0)
             before, control = values.setdefault(metric, ([], []))
+            strata_b, strata_c = strata.setdefault(metric, ([], []))
             raw_b, raw_c = raws.setdefault(metric, ([], []))
             where_b, where_c = where.setdefault(metric, ([], []))
             gaps = no_data.setdefault(metric, [0, 0])
@@ -303,6 +306,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                     if w.kind == "before":  # the failing part's level where the outcome names it, else a score
                         kinds[(failing[w.index] if w.index < len(failing) else None) is None] += 1
                     (before if w.kind == "before" else control).append(float(v))
+                    (strata_b if w.kind == "before" else strata_c).append(stratum0 + w.index)
                     (where_b if w.kind == "before" else where_c).append(on)
                     (ph_b if w.kind == "before" else ph_c).append(ph)
                     if np.isfinite(rv):
@@ -333,15 +337,32 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                                                       "rate" if m.is_counter else "threshold",
                                                       "<" if m.bad == "down" else ">")
                                  if row["statistic"] == "level" else None)
-        if len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
+        alternative = "two-sided" if m.bad not in ("up", "down") else "greater"
+        if row["statistic"] == "score":
+            # The highest score over every part of the window's hosts: a window over more hosts and
+            # parts reads higher by chance alone, and interruptions pick big jobs (more hosts, more
+            # to fail), while their controls come mostly from small ones (a big job has fewer quiet
+            # stretches and no group of as many healthy peers). So each window before the outcome is
+            # compared only with its own controls (the same hosts, or as many peers): a test within
+            # strata (stratified_test), the AUC the mean of the per-interruption AUCs.
+            sb, sc = strata.get(metric, ([], []))
+            got = stratified_test(before, sb, control, sc, alternative, seed=metric)
+            row["test"] = "within each interruption's matched set"
+            row["strata"] = got["strata"]
+            if got["strata"] >= MIN_WINDOWS:
+                row.update(auc=got["auc"], p=got["p"])
+        elif len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
             # scores are oriented in the bad direction already: higher is worse
-            alternative = "two-sided" if m.bad not in ("up", "down") else "greater"
             res = mannwhitneyu(before, control, alternative=alternative, method="auto")
             # statistic is U of the first sample whatever the alternative: U / (n1·n2) = P(b > c) + ½P(b = c)
             row.update(auc=float(res.statistic) / (len(before) * len(control)),
                        p=rank_sum_p(before, control, alternative, float(res.pvalue), seed=metric))
+            row["test"] = "pooled"
         if row["p"] is None:
             row["not_tested"] = _why_not(len(before), len(control), no_data.get(metric, [0, 0]), excluded)
+            if row.get("strata") is not None and len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
+                row["not_tested"] = (f"only {row['strata']} window{'s' if row['strata'] != 1 else ''} before the "
+                                     f"outcome with a scored control of their own, {MIN_WINDOWS} needed")
         found = contrasts.summarize(parts.get(metric), groups)
         row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
                    p_fleet=row["p"], within_job=None, job_wide_share=found["job_wide_share"])
@@ -402,6 +423,59 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         "matched_on_activity": matched, "metrics_tested": len(tested), "metrics_seen": len(rows),
         "rows": rows,
     }
+
+
+STRATIFIED_DRAWS = 20_000  # the within-strata permutation test's draws (more where p is small)
+
+
+def stratified_test(before, b_strata, control, c_strata, alternative: str, *, seed: str = "") -> dict:
+    """Each window before the outcome against its OWN controls (its stratum: the interruption it
+    precedes), never against another interruption's. Per stratum i with a value before the
+    outcome b_i and m_i ≥ 1 controls, A_i = P(b_i > c) + ½P(b_i = c) over its controls (that
+    window's AUC); ``auc`` = the mean of the A_i (0.5: no difference), ``strata`` how many.
+    ``p``: the permutation test within strata: under no difference b_i is equally likely any of
+    its stratum's m_i + 1 values (ties as they are), so A_i takes each of the m_i + 1 values
+    (r_k − 1)/m_i (r_k the midranks) with equal chance, independently per stratum; p is the share
+    of draws whose Σ A_i is at least the observed (two-sided: as far from its mean, k/2).
+    ``STRATIFIED_DRAWS`` draws seeded by ``seed`` (a re-run gives the same p), ten times as many
+    where fewer than 20 draws reach the observed sum; p ≥ 1/(draws + 1)."""
+    by: dict[int, list] = {}
+    for v, s in zip(before, b_strata):
+        by.setdefault(s, [[], []])[0].append(float(v))
+    for v, s in zip(control, c_strata):
+        by.setdefault(s, [[], []])[1].append(float(v))
+    options, observed = [], 0.0
+    for b, c in by.values():
+        if not b or not c:
+            continue
+        for bv in b:  # one window before each interruption; several would each count against its controls
+            pooled = np.r_[bv, c]
+            r = rankdata(pooled)
+            a = (r - 1.0) / len(c)
+            options.append(a)
+            observed += float(a[0])
+    k = len(options)
+    if not k:
+        return {"auc": None, "p": None, "strata": 0}
+    rng = np.random.default_rng(zlib.crc32(seed.encode()))
+    centre = k / 2.0
+
+    def hits(draws: int) -> int:
+        total = np.zeros(draws)
+        for a in options:
+            total += a[rng.integers(0, len(a), draws)]
+        if alternative == "two-sided":
+            return int(np.count_nonzero(np.abs(total - centre) >= abs(observed - centre) - 1e-9))
+        if alternative == "less":
+            return int(np.count_nonzero(total <= observed + 1e-9))
+        return int(np.count_nonzero(total >= observed - 1e-9))
+
+    draws = STRATIFIED_DRAWS
+    got = hits(draws)
+    if got < 20:
+        draws *= 10
+        got = hits(draws)
+    return {"auc": observed / k, "p": float((1 + got) / (1 + draws)), "strata": k}
 
 
 TIED_SHARE = 0.1  # a tie group this large (share of all values) and the normal approximation is not trusted
