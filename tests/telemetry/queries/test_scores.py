@@ -149,7 +149,7 @@ def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
     lo = bounds[0] - 60
     table = scores.store.query_arrow(scores._UNITS, {
         "cluster": cluster, "metrics": [metric], "counters": [metric], "hosts": [host], "lo_s": lo,
-        "hi_s": max(w.end for w in spans), "host_idx": [1], "b_host": [1] * len(bounds), "b_t": bounds,
+        "hi_s": max(w.end for w in spans), "b_host": [1] * len(bounds), "b_t": bounds,
         "b_keep": [2] * len(bounds)}, tag="test")
     d = table.to_pydict()
     keep = [k for k, u in enumerate(d["unit"]) if u == unit]
