@@ -271,7 +271,9 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
     ends = np.array([w.end for w in spans], dtype=np.int64)
     lo_s = int(min(b for _, b, _ in bounds) - 60)
     hi_s = int(ends.max())
-    win_idx = {h: tuple(np.array([x[k] for x in v], dtype=np.int64) for k in range(len(v[0]))) for h, v in by_host.items()}
+    # host -> (its windows' indices, their pasts' starts and ends: one row each)
+    win_idx = {h: (np.array([x[0] for x in v], dtype=np.int64), np.array([x[1:] for x in v], dtype=np.int64).T)
+               for h, v in by_host.items()}
     hosts = sorted(by_host)
     rows = _row_counts(cluster, metrics, hosts, lo_s, hi_s, timeout_s=timeout_s)
     done = 0
@@ -504,7 +506,7 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
         kept.append(g)
         pair_g.append(np.full(len(found[0]), g, dtype=np.int64))
         pair_w.append(found[0])
-        pair_past.append(np.stack(found[1:]))
+        pair_past.append(found[1])
     if not kept:
         return
     pg, pw = np.concatenate(pair_g), np.concatenate(pair_w)

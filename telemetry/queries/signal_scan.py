@@ -66,6 +66,7 @@ Metrics with fewer than ``MIN_WINDOWS`` windows on either side are listed as not
 """
 from __future__ import annotations
 
+import math
 import zlib
 
 from dataclasses import dataclass
@@ -296,7 +297,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                 # and raise alarms on every part of the fleet
                 if unit_scores.get(wi):
                     (read_b if w.kind == "before" else read_c).append(max(unit_scores[wi].values()))
-                got = [v for v in unit_rule.get(wi, {}).values() if np.isfinite(v)]
+                got = [v for v in unit_rule.get(wi, {}).values() if math.isfinite(v)]
                 if got:
                     (lev_b if w.kind == "before" else lev_c).append(min(got) if lowest else max(got))
             kinds = tested_as.setdefault(metric, [0, 0])
