@@ -33,9 +33,10 @@ that part's, as in the signal scan. The window before the outcome fires only whe
 fires; its controls are the same part at the same hosts' other times and its namesake on the
 healthy peer that takes the failing host's place (``contrasts.window_reads``; every part of that
 one host where the metric has no series of the part's family: a fan before an XID). A noisy GPU
-elsewhere in a 16-host job then neither fires the window before the failure nor raises the
-threshold a pin sets on the controls (``component_windows`` counts the windows before the outcome
-judged this way). For ``rise``, a window fires when a part's score of the window's own data (at its end: the signal scan's reading, the same
+elsewhere in a 16-host job then fires neither the window before the failure nor a control
+(``component_windows`` counts the windows before the outcome judged this way). A pinned rule's
+threshold is still set on what every part of the window's hosts reads at healthy times
+(rules.pin_basis): a deployed rule watches every part. For ``rise``, a window fires when a part's score of the window's own data (at its end: the signal scan's reading, the same
 ``scores.window_scores`` call) passes, so a threshold pinned from a scan's control windows
 (rules.pin_rule) fires here in the share of healthy windows it was set on; the rolling score times
 the firing and counts the alarms. ``power`` says what the table could show at best. The engine
