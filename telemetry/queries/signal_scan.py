@@ -187,6 +187,32 @@ def pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
     return out
 
 
+def size_adjusted(found, failing, picked, unit_scores) -> list[float]:
+    """Each window's value adjusted for how many parts it had, where it is the highest part score
+    over the window's hosts (its outcome names no part): the chance that as many parts at healthy
+    times would all score below it — F(v)ⁿ, F the distribution of single part scores over every
+    part of the control windows (mid-distribution at ties: ½(F(v⁻)ⁿ + F(v)ⁿ)), n the parts the
+    window scored. Under no difference it is uniform whatever n is, so a window over 128 parts and
+    one over 8 compare fairly: the highest of more scores is higher by chance, and a window before
+    NODE_FAIL on the 96-host bench fleet had ~1.4x the scored parts of its own same-host controls
+    (hosts without data or without enough past far from the job). Where the outcome names the part
+    the value is that part's level and stays as it is."""
+    out = [v for v, _, _ in picked]
+    null = np.sort(np.fromiter((x for wi, w in enumerate(found) if w.kind != "before"
+                                and (failing[w.index] if w.index < len(failing) else None) is None
+                                for x in unit_scores.get(wi, {}).values() if np.isfinite(x)), float))
+    if not len(null):
+        return out
+    for wi, w in enumerate(found):
+        if (failing[w.index] if w.index < len(failing) else None) is not None or not np.isfinite(out[wi]):
+            continue
+        n = sum(1 for x in unit_scores.get(wi, {}).values() if np.isfinite(x))
+        below = np.searchsorted(null, out[wi], side="left") / len(null)
+        at_most = np.searchsorted(null, out[wi], side="right") / len(null)
+        out[wi] = 0.5 * (below ** n + at_most ** n)
+    return out
+
+
 def families(unit_level) -> set[str]:
     """The unit families a metric has in the scan's windows ({wi: {(host, unit): value}})."""
     return {contrasts.family(u) for u in {u for vals in unit_level.values() for (_, u) in vals}}
@@ -219,6 +245,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     # values[metric] = (before values, control values)
     values: dict[str, tuple[list[float], list[float]]] = {}
     strata: dict[str, tuple[list[int], list[int]]] = {}  # each value's interruption (its matched set)
+    adjusted_values: dict[str, tuple[list[float], list[float]]] = {}  # the same, adjusted for parts scored
     raws: dict[str, tuple[list[float], list[float]]] = {}  # the same windows' raw values (medians, pin rule)
     where: dict[str, tuple[list[tuple], list[tuple]]] = {}  # the hosts each value stands for (group tests)
     readings: dict[str, tuple[list[float], list[float]]] = {}  # what a rise rule reads (rules.rise_readings)
@@ -278,7 +305,9 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                 cluster, spans, names, host_t0s=host_t0s, progress=step, timeout_s=timeout_s):
             picked = pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
                                  -1.0 if catalog.get(metric).bad == "down" else 1.0)
+            adjusted = size_adjusted(found, failing, picked, unit_scores)
             before, control = values.setdefault(metric, ([], []))
+            adj_b, adj_c = adjusted_values.setdefault(metric, ([], []))
             strata_b, strata_c = strata.setdefault(metric, ([], []))
             raw_b, raw_c = raws.setdefault(metric, ([], []))
             where_b, where_c = where.setdefault(metric, ([], []))
@@ -302,12 +331,13 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                     (lev_b if w.kind == "before" else lev_c).append(min(got) if lowest else max(got))
             kinds = tested_as.setdefault(metric, [0, 0])
             ph_b, ph_c = phases.setdefault(metric, ([], []))
-            for w, (v, rv, on), ph in zip(found, picked, phased):
+            for wi, (w, (v, rv, on), ph) in enumerate(zip(found, picked, phased)):
                 if np.isfinite(v):
                     if w.kind == "before":  # the failing part's level where the outcome names it, else a score
                         kinds[(failing[w.index] if w.index < len(failing) else None) is None] += 1
                     (before if w.kind == "before" else control).append(float(v))
                     (strata_b if w.kind == "before" else strata_c).append(stratum0 + w.index)
+                    (adj_b if w.kind == "before" else adj_c).append(adjusted[wi])
                     (where_b if w.kind == "before" else where_c).append(on)
                     (ph_b if w.kind == "before" else ph_c).append(ph)
                     if np.isfinite(rv):
@@ -347,7 +377,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             # compared only with its own controls (the same hosts, or as many peers): a test within
             # strata (stratified_test), the AUC the mean of the per-interruption AUCs.
             sb, sc = strata.get(metric, ([], []))
-            got = stratified_test(before, sb, control, sc, alternative, seed=metric)
+            ab, ac = adjusted_values.get(metric, ([], []))
+            got = stratified_test(ab, sb, ac, sc, alternative, seed=metric)
             row["test"] = "within each interruption's matched set"
             row["strata"] = got["strata"]
             if got["strata"] >= MIN_WINDOWS:

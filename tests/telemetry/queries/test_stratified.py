@@ -62,3 +62,41 @@ def test_ties_and_strata_without_controls():
     assert abs(got["auc"] - (0.5 + 0.5 + 1.0) / 3) < 1e-12
     # with no stratum on both sides there is nothing to test
     assert stratified_test([1.0], [0], [0.0], [1], "greater") == {"auc": None, "p": None, "strata": 0}
+
+
+def _windows_of(rng, strata: int, parts_before: int, parts_control: int, controls: int):
+    """Matched windows of an outcome that names no part, every part score pure noise."""
+    from telemetry.queries.windows import Window
+
+    found, unit_scores = [], {}
+    for i in range(strata):
+        for kind, parts, k in (("before", parts_before, 1), ("same_hosts", parts_control, controls)):
+            for _ in range(k):
+                unit_scores[len(found)] = {(f"h{i}", f"gpu{p}"): float(x) for p, x in enumerate(rng.pareto(2.0, parts))}
+                found.append(Window(kind, i, (f"h{i}",), 0, 3600))
+    picked = [(max(unit_scores[wi].values()), float("nan"), w.hosts) for wi, w in enumerate(found)]
+    return found, [None] * strata, picked, unit_scores
+
+
+def _test(found, values):
+    b = [(v, w.index) for v, w in zip(values, found) if w.kind == "before"]
+    c = [(v, w.index) for v, w in zip(values, found) if w.kind != "before"]
+    return stratified_test([v for v, _ in b], [s for _, s in b], [v for v, _ in c], [s for _, s in c], "greater",
+                           seed="size")
+
+
+def test_a_window_over_more_parts_than_its_own_controls_is_no_finding_once_adjusted():
+    from telemetry.queries.signal_scan import size_adjusted
+
+    # each window before the outcome scored 128 parts, its own controls 64 (hosts without data or
+    # without enough past far from the job): the highest of more noise is higher
+    found, failing, picked, unit_scores = _windows_of(np.random.default_rng(9), 30, 128, 64, 10)
+    raw = _test(found, [v for v, _, _ in picked])
+    assert raw["p"] < 0.01 and raw["auc"] > 0.6, raw
+    adjusted = size_adjusted(found, failing, picked, unit_scores)
+    assert all(0.0 <= v <= 1.0 for v in adjusted)
+    got = _test(found, adjusted)
+    assert got["p"] > 0.05 and 0.35 < got["auc"] < 0.65, got
+    # a window whose outcome names the part keeps its value (the part's level)
+    named = size_adjusted(found, [("h0", "gpu0")] * 30, picked, unit_scores)
+    assert named == [v for v, _, _ in picked]
