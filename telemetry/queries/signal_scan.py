@@ -41,7 +41,11 @@ to minute max, as the fleet test's ``rate`` condition) or its highest minute val
 lowest for a metric whose bad direction is down). The contrasts below compare the units'
 self-normalised scores.
 
-Per metric, with B the window values before the outcome and C the control values:
+Per metric, with B the window values before the outcome and C the control values (where the
+value is the highest score over the window's hosts — the outcome names no part — each b is
+compared only with its own interruption's controls, its value adjusted for the parts it scored:
+``stratified_test`` on ``size_adjusted`` values; the row's ``test`` says which; the pooled test
+below otherwise):
 - ``auc`` = P(b > c) + ½·P(b = c) over all pairs (0.5: no difference; 1: every window before
   the outcome is worse than every control), from the Mann–Whitney U statistic;
 - ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``); under
@@ -375,7 +379,9 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             # to fail), while their controls come mostly from small ones (a big job has fewer quiet
             # stretches and no group of as many healthy peers). So each window before the outcome is
             # compared only with its own controls (the same hosts, or as many peers): a test within
-            # strata (stratified_test), the AUC the mean of the per-interruption AUCs.
+            # strata (stratified_test), the AUC the mean of the per-interruption AUCs; and within a
+            # set the window before may have scored more parts than its controls, so the values
+            # compared are adjusted for the parts scored (size_adjusted).
             sb, sc = strata.get(metric, ([], []))
             ab, ac = adjusted_values.get(metric, ([], []))
             got = stratified_test(ab, sb, ac, sc, alternative, seed=metric)
