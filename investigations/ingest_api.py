@@ -292,6 +292,13 @@ def ingest_stats(request):
     committed = service.group_commit.committer("samples").stats
     stats["group_commit"] = {"inserts": committed.commits, "requests": committed.requests, "rows": committed.rows,
                              "duplicates": committed.duplicates}
+    from telemetry import rollup
+
+    # pushed rows whose rollup this process still holds (fed to samples_1m/band_1m in bulk; any
+    # page that reads the rollups feeds them first), and what it fed since it started
+    held = rollup.buffer() if rollup.deferring() else None
+    stats["rollup"] = {"deferred": held is not None, "pending_rows": held.pending_rows if held else 0,
+                       "flushes": held.flushes if held else 0, "rows_fed": held.rows_fed if held else 0}
     return stats
 
 

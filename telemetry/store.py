@@ -73,6 +73,8 @@ def configure(dsn: str, *, cluster: str = "", ttl_days: int = 400, query_timeout
     """``max_concurrent_calls`` (0 = no bound): how many threads may wait on the store at once;
     ``serve`` keeps it below its web threads, so pages that need no telemetry always get a thread."""
     global _config, _generation, _slots
+    if dsn != _config.dsn or cluster != _config.cluster:
+        _leave_rollups()
     _config = StoreConfig(dsn=dsn, cluster=cluster, ttl_days=ttl_days, query_timeout_s=query_timeout_s,
                           max_concurrent_calls=max_concurrent_calls)
     # Only a server can hang on the network; the embedded engine's long scans are bounded
@@ -81,6 +83,26 @@ def configure(dsn: str, *, cluster: str = "", ttl_days: int = 400, query_timeout
               if max_concurrent_calls > 0 and not _config.embedded else None)
     _breaker.reset()
     _generation += 1
+
+
+def _leave_rollups() -> None:
+    """Before another store is configured: feed the rows this process deferred into the store
+    they were written to (``telemetry.rollup``), then forget them."""
+    from telemetry import rollup
+
+    b = rollup._buffer
+    if b is not None and b.busy():
+        try:
+            b.flush()
+        except Exception:  # the old store is gone: its journal rolls them again at its next start
+            log.warning("could not feed deferred rollups before switching stores", exc_info=True)
+    rollup.reset()
+
+
+def _before_read(sql: str) -> None:
+    from telemetry import rollup
+
+    rollup.before_read(sql)
 
 
 def set_max_concurrent_calls(n: int) -> None:
@@ -305,18 +327,21 @@ def used_parameters(sql: str, parameters: dict | None) -> dict:
 
 def query_df(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None):
     params = used_parameters(sql, parameters)
+    _before_read(sql)
     sql, settings = with_settings(sql, tag, timeout_s)
     return _call("query_df", timeout_s, sql, parameters=params, settings=settings)
 
 
 def query_rows(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None) -> list[tuple]:
     params = used_parameters(sql, parameters)
+    _before_read(sql)
     sql, settings = with_settings(sql, tag, timeout_s)
     return _call("query", timeout_s, sql, parameters=params, settings=settings).result_rows
 
 
 def query_arrow(sql: str, parameters: dict | None = None, *, tag: str, timeout_s: int | None = None):
     params = used_parameters(sql, parameters)
+    _before_read(sql)
     sql, settings = with_settings(sql, tag, timeout_s)
     return _call("query_arrow", timeout_s, sql, parameters=params, settings=settings)
 

@@ -136,12 +136,20 @@ def _insert(table_name: str, table: pa.Table, token: str, tag: str, async_insert
 
 
 def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: str = "writer",
-          async_insert: bool = False) -> WriteResult:
+          async_insert: bool = False, defer_rollup: bool = False) -> WriteResult:
     """Conform and insert ``table`` (``async_insert``: let a ClickHouse server batch it further,
-    answering once stored; see ``ASYNC_INSERT_SETTINGS``)."""
+    answering once stored; see ``ASYNC_INSERT_SETTINGS``). ``defer_rollup`` (samples only): the
+    rollup view skips these rows and this process's ``telemetry.rollup`` buffer feeds them to the
+    rollup later with other pushes (the group commit's streaming inserts in the embedded store)."""
     table = conform(table_name, table)
     if table.num_rows == 0:
         return WriteResult(table_name, 0, "")
+    if defer_rollup and table_name == "samples":
+        from telemetry import rollup
+
+        result = write(table_name, table, token=token, tag=rollup.deferred_tag(tag), async_insert=async_insert)
+        rollup.buffer().add(table)  # only once every piece is stored (a failed write is retried whole)
+        return result
     token = token or content_token(table)
     pieces = split_by_days(table)
     if len(pieces) > 1:  # a backfill: one insert per span of days, each with its own token

@@ -41,9 +41,11 @@ def telemetry_store():
 @pytest.fixture
 def clean_store(telemetry_store):
     """An empty store for this test (and no memory of requests stored before it)."""
+    from telemetry import rollup
     from telemetry.ingestion import group_commit, normalize
 
     group_commit.reset()
+    rollup.discard()  # rows an earlier test deferred would roll into this test's emptied tables
     # label sets resolved by earlier tests would note no inventory or kept labels into the emptied
     # tables; forgetting them also forgets what this process knows of the inventory rows
     normalize.forget_label_sets()
@@ -51,6 +53,7 @@ def clean_store(telemetry_store):
         telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
     yield telemetry_store
     group_commit.reset()
+    rollup.discard()
     for table in TELEMETRY_TABLES:
         telemetry_store.command(f"TRUNCATE TABLE IF EXISTS {table}")
 

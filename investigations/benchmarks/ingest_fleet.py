@@ -312,8 +312,12 @@ class Server:
         return sum(m["rows"] for m in self.stats(cluster)["samples"].values())
 
     def group_commit(self) -> dict:
-        """The server's samples group commit so far: inserts, requests, rows."""
-        return self.stats(CLUSTER).get("group_commit", {})
+        """The server's samples group commit so far: inserts, requests, rows; and its deferred
+        rollups (``rollup_flushes``, ``rollup_rows_fed``)."""
+        stats = self.stats(CLUSTER)
+        rolled = stats.get("rollup", {})
+        return {**stats.get("group_commit", {}), "rollup_flushes": rolled.get("flushes", 0),
+                "rollup_rows_fed": rolled.get("rows_fed", 0)}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -598,6 +602,10 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
         # timed phase: pushes and rows per insert of the server's group commit
         "requests_per_insert": round(groups["requests"] / groups["inserts"], 2) if groups.get("inserts") else None,
         "rows_per_insert": round(groups["rows"] / groups["inserts"]) if groups.get("inserts") else None,
+        # timed phase: the server's feeds of the pushed rows to the rollups (telemetry.rollup),
+        # part of its CPU above (the raw engine's inserts are rolled by the view, per block)
+        "rollup_flushes": groups.get("rollup_flushes"),
+        "rollup_rows_fed": groups.get("rollup_rows_fed"),
         "samples_sent": warm.samples + timed.samples,
         "samples_stored": stored,
         "http_status_counts": statuses,

@@ -215,7 +215,10 @@ def use_async_insert() -> bool:
 
 
 def _default_write(table_name: str, table: pa.Table, token: str, tag: str) -> object:
-    return writer.write(table_name, table, token=token, tag=tag, async_insert=use_async_insert())
+    from telemetry import rollup
+
+    return writer.write(table_name, table, token=token, tag=tag, async_insert=use_async_insert(),
+                        defer_rollup=table_name == "samples" and rollup.deferring())
 
 
 class GroupCommit:

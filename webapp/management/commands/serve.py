@@ -41,6 +41,12 @@ class Command(BaseCommand):
         except (store.StoreLocked, store.StoreUnavailable, migrate.MigrationError) as exc:
             raise CommandError(str(exc)) from None
         del applied
+        from telemetry import rollup
+
+        try:
+            rollup.recover(log_fn=lambda m: self.stdout.write(m))
+        except Exception as exc:  # the journal stays: the next start tries again
+            self.stderr.write(f"could not roll up the minutes the last run left pending: {exc}")
         note = retention.mismatch(
             migrate.Target(cluster=settings.TELEMETRY_CLUSTER, ttl_days=settings.TELEMETRY_TTL_DAYS))
         if note:
@@ -85,6 +91,10 @@ class Command(BaseCommand):
             server.accepting = False
             server.task_dispatcher.shutdown(timeout=15)
             server.close()
+            try:
+                rollup.stop()  # feed the rollups of the last pushes (else the next start does, from the journal)
+            except Exception as exc:
+                self.stderr.write(f"could not feed the last rollups (the next start will): {exc}")
             if embedded is not None:
                 embedded.stop()
                 worker.set_current(None)

@@ -1,0 +1,327 @@
+"""Deferred rollups for streaming pushes in the embedded store.
+
+A remote-write push or a text scrape carries one or two samples per series. Rolled up by the
+view on ``samples`` one insert at a time, it made nearly as many ``samples_1m`` rows as raw
+rows (one more part per insert, and as many background merges again), and every
+series-minute arrived as one-sample pieces, so ``band_1m`` never saw a counter twice in one
+minute and had no rates for pushed data (migration 0010).
+
+In the embedded store the group commit therefore inserts pushed rows with a ``log_comment``
+the view skips (``DEFERRED_TAG``) and hands them to this process's ``RollupBuffer``, which feeds
+them to ``samples_feed`` (a Null table whose view writes ``samples_1m``, then ``band_1m``) many
+pushes at once:
+
+- when ``PRECURSOR_ROLLUP_BUFFER_ROWS`` rows (default 2,000,000; 0 = no deferral) are waiting,
+  or the oldest has waited ``PRECURSOR_ROLLUP_BUFFER_S`` (default 30 s), from a thread of its own;
+- before any query in this process reads ``samples_1m`` or ``band_1m`` (``store`` calls
+  ``before_read``), so what a push stored is in the rollups of the next page that reads them;
+- when ``serve`` stops.
+
+The buffer holds the rows as the group commit inserted them (Arrow, dictionary-encoded
+names): ~40 bytes a row, so at most ~80 MB at the default, however large the fleet.
+
+**Nothing is lost in a crash.** The rows are in ``samples`` before the push is answered; only
+their rollup waits. Each buffered insert first appends a line (cluster, first and last sample
+time) to ``rollup-pending.log`` in the data dir, and a flush rewrites the file without the lines
+it fed. At start (``recover``), the minutes those lines name are rolled again from ``samples``:
+their ``samples_1m`` and ``band_1m`` rows are deleted, then every raw row of those minutes goes
+through ``samples_feed``, so each is counted once whichever path rolled it before.
+
+Against a ClickHouse server nothing is deferred (the view rolls every insert, and
+``async_insert`` batches the inserts server-side): several web processes would each hold rows
+the others' pages could not see.
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from telemetry import store
+
+log = logging.getLogger(__name__)
+
+DEFERRED_TAG = "rollup-deferred"
+FEED_TABLE = "samples_feed"
+JOURNAL_NAME = "rollup-pending.log"
+ROLLUP_TABLES = ("samples_1m", "band_1m")
+_MINUTE_MS = 60_000
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw else default
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    return float(raw) if raw else default
+
+
+def deferring() -> bool:
+    """Whether streaming inserts defer their rollup: the embedded store on a single node, with a
+    buffer size above 0."""
+    cfg = store.config()
+    return cfg.embedded and not cfg.cluster and _env_int("PRECURSOR_ROLLUP_BUFFER_ROWS", 2_000_000) > 0
+
+
+def deferred_tag(tag: str) -> str:
+    """The ``log_comment`` of an insert whose rows the view on ``samples`` is to skip."""
+    return f"{DEFERRED_TAG}:{tag}"
+
+
+def journal_path() -> Path:
+    return store.config().chdb_path / JOURNAL_NAME
+
+
+def _spans(table: pa.Table) -> list[tuple[str, int, int]]:
+    """(cluster, first, last sample time in ms) of each cluster in ``table``."""
+    ts = table.column("ts").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    clusters = table.column("cluster")
+    names = pc.unique(clusters).to_pylist()
+    if len(names) == 1:
+        lo, hi = pc.min_max(ts).values()
+        return [(names[0], lo.as_py(), hi.as_py())]
+    out = []
+    for name in names:
+        mask = pc.equal(clusters, name)
+        lo, hi = pc.min_max(pc.filter(ts, mask)).values()
+        out.append((name, lo.as_py(), hi.as_py()))
+    return out
+
+
+def _feed(table: pa.Table, tag: str) -> None:
+    """Roll ``table``'s rows up (insert them into the Null table the rollup view reads)."""
+    from telemetry import writer
+
+    for piece in writer.split_by_days(table):
+        store.insert_arrow(FEED_TABLE, piece, settings={"log_comment": tag})
+
+
+class RollupBuffer:
+    """Rows stored in ``samples`` whose rollup is still to be fed (see the module text)."""
+
+    def __init__(self, *, max_rows: int, max_age_s: float, journal: Path | None) -> None:
+        self.max_rows = max_rows
+        self.max_age_s = max_age_s
+        self.journal = journal
+        self._lock = threading.Lock()  # tables, lines, journal file
+        self._flush_lock = threading.Lock()  # one flush at a time; a reader waits for a running one
+        self._wake = threading.Condition(self._lock)
+        self._tables: list[pa.Table] = []
+        self._lines: list[str] = []
+        self._rows = 0
+        self._oldest = 0.0
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.flushes = 0
+        self.rows_fed = 0
+
+    @property
+    def pending_rows(self) -> int:
+        return self._rows
+
+    def busy(self) -> bool:
+        """Rows waiting, or a flush running (a reader must wait for either)."""
+        return self._rows > 0 or self._flush_lock.locked()
+
+    def add(self, table: pa.Table) -> None:
+        """Hold ``table`` (rows already stored in ``samples``) until the next flush."""
+        if table.num_rows == 0:
+            return
+        lines = [f"{cluster}\t{lo}\t{hi}\n" for cluster, lo, hi in _spans(table)]
+        with self._lock:
+            if self.journal is not None:
+                with open(self.journal, "a", encoding="utf-8") as f:
+                    f.writelines(lines)
+            if not self._tables:
+                self._oldest = time.monotonic()
+            self._tables.append(table)
+            self._lines.extend(lines)
+            self._rows += table.num_rows
+            self._start_locked()
+            if self._rows >= self.max_rows:
+                self._wake.notify_all()
+
+    def flush(self) -> int:
+        """Feed every row waiting now (after any flush already running); returns the rows fed."""
+        with self._flush_lock:
+            with self._lock:
+                tables, lines, self._tables, self._lines, self._rows = self._tables, self._lines, [], [], 0
+            if not tables:
+                return 0
+            try:
+                _feed(pa.concat_tables(tables, promote_options="permissive"), deferred_tag("flush"))
+            except BaseException:
+                with self._lock:  # fed again next time; the journal still names them
+                    self._tables[:0], self._lines[:0] = tables, lines
+                    self._rows += sum(t.num_rows for t in tables)
+                raise
+            n = sum(t.num_rows for t in tables)
+            with self._lock:
+                self.flushes += 1
+                self.rows_fed += n
+                if self._tables:
+                    self._oldest = time.monotonic()
+                self._rewrite_journal_locked()
+            return n
+
+    def _rewrite_journal_locked(self) -> None:
+        if self.journal is None:
+            return
+        if not self._lines:
+            self.journal.unlink(missing_ok=True)
+            return
+        tmp = self.journal.with_suffix(".tmp")
+        tmp.write_text("".join(self._lines), encoding="utf-8")
+        os.replace(tmp, self.journal)
+
+    def _start_locked(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._stopped = False
+            self._thread = threading.Thread(target=self._run, name="rollup-flush", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._stopped:
+                    due = self._tables and (self._rows >= self.max_rows
+                                            or time.monotonic() - self._oldest >= self.max_age_s)
+                    if due:
+                        break
+                    wait = self.max_age_s - (time.monotonic() - self._oldest) if self._tables else None
+                    self._wake.wait(timeout=max(0.05, wait) if wait is not None else None)
+                if self._stopped:
+                    return
+            try:
+                self.flush()
+            except Exception:
+                log.warning("rollup flush failed; retrying in %.0f s", self.max_age_s, exc_info=True)
+                time.sleep(self.max_age_s)
+            finally:
+                store.close_thread_client()
+
+    def stop(self) -> None:
+        """Feed what waits and end the flush thread (``serve`` stopping)."""
+        with self._lock:
+            self._stopped = True
+            self._wake.notify_all()
+        self.flush()
+
+
+_buffer: RollupBuffer | None = None
+_buffer_guard = threading.Lock()
+
+
+def buffer() -> RollupBuffer:
+    """This process's buffer (created on first use, from the settings then)."""
+    global _buffer
+    with _buffer_guard:
+        if _buffer is None:
+            _buffer = RollupBuffer(
+                max_rows=_env_int("PRECURSOR_ROLLUP_BUFFER_ROWS", 2_000_000),
+                max_age_s=_env_float("PRECURSOR_ROLLUP_BUFFER_S", 30.0),
+                journal=journal_path() if store.config().embedded else None,
+            )
+            atexit.register(_stop_at_exit)
+        return _buffer
+
+
+def _stop_at_exit() -> None:
+    try:
+        stop()
+    except Exception:  # the journal names them: the next start rolls them from samples
+        log.warning("could not feed deferred rollups at exit", exc_info=True)
+
+
+def reset() -> None:
+    """Forget this process's buffer without feeding it (a new store configuration; tests)."""
+    global _buffer
+    with _buffer_guard:
+        old, _buffer = _buffer, None
+    if old is not None:
+        with old._lock:
+            old._stopped = True
+            old._wake.notify_all()
+
+
+def discard() -> None:
+    """Drop the waiting rows and the journal without feeding them (the store was emptied: tests)."""
+    reset()
+    if store.config().embedded:
+        journal_path().unlink(missing_ok=True)
+
+
+def before_read(sql: str) -> None:
+    """Feed the waiting rows first when ``sql`` reads a rollup table."""
+    b = _buffer
+    if b is not None and b.busy() and ("samples_1m" in sql or "band_1m" in sql):
+        b.flush()
+
+
+def stop() -> None:
+    b = _buffer
+    if b is not None:
+        b.stop()
+
+
+def _read_journal(path: Path) -> dict[str, list[tuple[int, int]]]:
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        parts = line.split("\t")
+        if len(parts) != 3:  # a line cut short by the crash: nothing after it was written either
+            log.warning("%s line %d is incomplete; ignored", path, n)
+            continue
+        try:
+            lo, hi = int(parts[1]), int(parts[2])
+        except ValueError:
+            log.warning("%s line %d is not (cluster, ms, ms); ignored", path, n)
+            continue
+        spans.setdefault(parts[0], []).append((lo // _MINUTE_MS * _MINUTE_MS, hi // _MINUTE_MS * _MINUTE_MS + _MINUTE_MS))
+    return spans
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def recover(log_fn=None) -> int:
+    """Roll again, from ``samples``, the minutes a crashed process left in its journal; returns
+    the minutes rolled again (0 when the last run stopped cleanly)."""
+    if not store.config().embedded:
+        return 0
+    path = journal_path()
+    if not path.exists():
+        return 0
+    minutes = 0
+    for cluster, spans in _read_journal(path).items():
+        for lo, hi in _merged(spans):
+            params = {"c": cluster, "lo": lo // 1000, "hi": hi // 1000}
+            where = "cluster = {c:String} AND ts >= toDateTime({lo:UInt32}, 'UTC') AND ts < toDateTime({hi:UInt32}, 'UTC')"
+            for table in ROLLUP_TABLES:
+                store.command(f"DELETE FROM {table} WHERE {where}", params, tag="rollup:recover")
+            store.command(
+                f"INSERT INTO {FEED_TABLE} SELECT ts, cluster, host, component, metric, value FROM samples "
+                "WHERE cluster = {c:String} AND ts >= toDateTime64({lo:UInt32}, 3, 'UTC') "
+                "AND ts < toDateTime64({hi:UInt32}, 3, 'UTC')",
+                params, tag="rollup:recover")
+            minutes += (hi - lo) // _MINUTE_MS
+            if log_fn:
+                log_fn(f"rollups of {cluster} {time.strftime('%Y-%m-%d %H:%M', time.gmtime(lo / 1000))}"
+                       f"–{time.strftime('%H:%M', time.gmtime(hi / 1000))} UTC rolled again from samples "
+                       "(the last run stopped before feeding them)")
+    path.unlink(missing_ok=True)
+    return minutes
