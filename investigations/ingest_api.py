@@ -298,7 +298,8 @@ def ingest_stats(request):
     # page that reads the rollups feeds them first), and what it fed since it started
     held = rollup.buffer() if rollup.deferring() else None
     stats["rollup"] = {"deferred": held is not None, "pending_rows": held.pending_rows if held else 0,
-                       "flushes": held.flushes if held else 0, "rows_fed": held.rows_fed if held else 0}
+                       "flushes": held.flushes if held else 0, "rows_fed": held.rows_fed if held else 0,
+                       "max_pending_bytes": held.max_pending_bytes if held else 0}
     return stats
 
 

@@ -207,6 +207,9 @@ def _local(table: str) -> str:
 
 def rewrite_stored(alias: str, target: str, scale: float = 1.0) -> int:
     """Move the samples stored under ``alias`` to ``target`` (value x ``scale``); returns rows moved."""
+    from telemetry import rollup
+
+    rollup.flush_pending()  # pushed rows not yet rolled up would roll under the alias after the delete
     (lo, hi, n), = store.query_rows(
         "SELECT toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)), count() FROM samples "
         "WHERE metric = {alias:String}", {"alias": alias}, tag="catalog:rewrite", timeout_s=600)

@@ -317,7 +317,7 @@ class Server:
         stats = self.stats(CLUSTER)
         rolled = stats.get("rollup", {})
         return {**stats.get("group_commit", {}), "rollup_flushes": rolled.get("flushes", 0),
-                "rollup_rows_fed": rolled.get("rows_fed", 0)}
+                "rollup_rows_fed": rolled.get("rows_fed", 0), "rollup_max_pending_bytes": rolled.get("max_pending_bytes", 0)}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -606,6 +606,8 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
         # part of its CPU above (the raw engine's inserts are rolled by the view, per block)
         "rollup_flushes": groups.get("rollup_flushes"),
         "rollup_rows_fed": groups.get("rollup_rows_fed"),
+        # the most the server's rollup buffer held (Arrow bytes; not a difference over the phase)
+        "rollup_buffer_peak_mb": round(server.group_commit().get("rollup_max_pending_bytes", 0) / 1e6, 1),
         "samples_sent": warm.samples + timed.samples,
         "samples_stored": stored,
         "http_status_counts": statuses,
