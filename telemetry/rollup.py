@@ -54,21 +54,25 @@ ROLLUP_TABLES = ("samples_1m", "band_1m")
 _MINUTE_MS = 60_000
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    return int(raw) if raw else default
+def buffer_rows() -> int:
+    """``PRECURSOR_ROLLUP_BUFFER_ROWS`` (default 1,000,000; 0 = no deferral)."""
+    from telemetry.ingestion.group_commit import _env_number
+
+    return _env_number("PRECURSOR_ROLLUP_BUFFER_ROWS", "1000000", int, "a whole number of rows", 0, 20_000_000)
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    return float(raw) if raw else default
+def buffer_s() -> float:
+    """``PRECURSOR_ROLLUP_BUFFER_S`` (default 30): the longest a pushed row waits for its rollup."""
+    from telemetry.ingestion.group_commit import _env_number
+
+    return _env_number("PRECURSOR_ROLLUP_BUFFER_S", "30", float, "a number of seconds", 0.1, 3600)
 
 
 def deferring() -> bool:
     """Whether streaming inserts defer their rollup: the embedded store on a single node, with a
     buffer size above 0."""
     cfg = store.config()
-    return cfg.embedded and not cfg.cluster and _env_int("PRECURSOR_ROLLUP_BUFFER_ROWS", 1_000_000) > 0
+    return cfg.embedded and not cfg.cluster and buffer_rows() > 0
 
 
 def deferred_tag(tag: str) -> str:
@@ -240,8 +244,8 @@ def buffer() -> RollupBuffer:
     with _buffer_guard:
         if _buffer is None:
             _buffer = RollupBuffer(
-                max_rows=_env_int("PRECURSOR_ROLLUP_BUFFER_ROWS", 1_000_000),
-                max_age_s=_env_float("PRECURSOR_ROLLUP_BUFFER_S", 30.0),
+                max_rows=buffer_rows(),
+                max_age_s=buffer_s(),
                 journal=journal_path() if store.config().embedded else None,
             )
             atexit.register(_stop_at_exit)

@@ -141,3 +141,31 @@ def test_a_torn_journal_line_is_skipped(deferring):
         f.write("c\t17600")  # the crash cut the last line
     assert rollup.recover() == 1
     assert sum(row[5] for row in rolled()) == SERIES
+
+
+def test_the_buffer_settings_are_read_and_bad_values_are_named(monkeypatch):
+    monkeypatch.setenv("PRECURSOR_ROLLUP_BUFFER_ROWS", "250000")
+    monkeypatch.setenv("PRECURSOR_ROLLUP_BUFFER_S", "5")
+    assert (rollup.buffer_rows(), rollup.buffer_s()) == (250_000, 5.0)
+    monkeypatch.delenv("PRECURSOR_ROLLUP_BUFFER_ROWS")
+    monkeypatch.delenv("PRECURSOR_ROLLUP_BUFFER_S")
+    assert (rollup.buffer_rows(), rollup.buffer_s()) == (1_000_000, 30.0)
+    for name, bad in (("PRECURSOR_ROLLUP_BUFFER_ROWS", "lots"), ("PRECURSOR_ROLLUP_BUFFER_ROWS", "-1"),
+                      ("PRECURSOR_ROLLUP_BUFFER_S", "soon"), ("PRECURSOR_ROLLUP_BUFFER_S", "0")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ValueError, match=name):
+            rollup.buffer_rows() if name.endswith("ROWS") else rollup.buffer_s()
+        monkeypatch.delenv(name)
+
+
+def test_a_large_group_is_rolled_by_the_view(deferring):
+    """A group of DEFER_MAX_ROWS rows or more is a block the view rolls well on its own."""
+    n = writer.DEFER_MAX_ROWS
+    big = pa.table({
+        "ts": pa.array([T0 + (i % 4) * 15_000 for i in range(n)], pa.timestamp("ms", tz="UTC")),
+        "cluster": ["c"] * n, "host": [f"node{i // 4:05d}" for i in range(n)], "component": ["gpu0"] * n,
+        "metric": ["gpu.ecc_sbe_total"] * n, "value": [float(i % 4) for i in range(n)],
+    })
+    group_commit.committer("samples").submit(big)
+    assert rollup.buffer().pending_rows == 0
+    assert stored_rollup_rows() == n
