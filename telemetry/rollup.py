@@ -21,8 +21,8 @@ The buffer holds the rows as the group commit inserted them (Arrow, dictionary-e
 names): ~40 bytes a row, so at most ~80 MB at the default, however large the fleet.
 
 **Nothing is lost in a crash.** The rows are in ``samples`` before the push is answered; only
-their rollup waits. Each buffered insert first appends a line (cluster, first and last sample
-time) to ``rollup-pending.log`` in the data dir, and a flush rewrites the file without the lines
+their rollup waits. Before each deferred insert a line (cluster, first and last sample time) is
+appended to ``rollup-pending.log`` in the data dir, and a flush rewrites the file without the lines
 it fed. At start (``recover``), the minutes those lines name are rolled again from ``samples``:
 their ``samples_1m`` and ``band_1m`` rows are deleted, then every raw row of those minutes goes
 through ``samples_feed``, so each is counted once whichever path rolled it before.
@@ -145,15 +145,25 @@ class RollupBuffer:
         """Rows waiting, or a flush running (a reader must wait for either)."""
         return self._rows > 0 or self._flush_lock.locked()
 
-    def add(self, table: pa.Table) -> None:
-        """Hold ``table`` (rows already stored in ``samples``) until the next flush."""
+    def note(self, table: pa.Table) -> list[str]:
+        """Name ``table``'s minutes in the journal, BEFORE its rows are inserted (a crash between
+        the insert and ``add`` must not leave stored rows that no journal line names); returns the
+        lines for ``add``. A line whose insert then failed only makes a restart roll again minutes
+        that hold nothing new (exact either way)."""
+        lines = [f"{cluster}\t{lo}\t{hi}\n" for cluster, lo, hi in _spans(table)] if table.num_rows else []
+        if lines and self.journal is not None:
+            with self._lock, open(self.journal, "a", encoding="utf-8") as f:
+                f.writelines(lines)
+        return lines
+
+    def add(self, table: pa.Table, lines: list[str] | None = None) -> None:
+        """Hold ``table`` (rows now stored in ``samples``; ``lines``: what ``note`` wrote for it)
+        until the next flush."""
         if table.num_rows == 0:
             return
-        lines = [f"{cluster}\t{lo}\t{hi}\n" for cluster, lo, hi in _spans(table)]
+        if lines is None:
+            lines = self.note(table)
         with self._lock:
-            if self.journal is not None:
-                with open(self.journal, "a", encoding="utf-8") as f:
-                    f.writelines(lines)
             if not self._tables:
                 self._oldest = time.monotonic()
             self._tables.append(table)

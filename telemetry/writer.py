@@ -154,8 +154,10 @@ def write(table_name: str, table: pa.Table, *, token: str | None = None, tag: st
     if defer_rollup and table_name == "samples" and table.num_rows < DEFER_MAX_ROWS:
         from telemetry import rollup
 
+        held = rollup.buffer()
+        lines = held.note(table)  # journalled first: a crash after the insert still rolls them at restart
         result = write(table_name, table, token=token, tag=rollup.deferred_tag(tag), async_insert=async_insert)
-        rollup.buffer().add(table)  # only once every piece is stored (a failed write is retried whole)
+        held.add(table, lines)  # only once every piece is stored (a failed write is retried whole)
         return result
     token = token or content_token(table)
     pieces = split_by_days(table)
