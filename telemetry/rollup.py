@@ -152,6 +152,7 @@ class RollupBuffer:
         that hold nothing new (exact either way)."""
         lines = [f"{cluster}\t{lo}\t{hi}\n" for cluster, lo, hi in _spans(table)] if table.num_rows else []
         if lines and self.journal is not None:
+            store.check_data_dir()  # a data dir moved away: the store's own clear error, not a missing file
             with self._lock, open(self.journal, "a", encoding="utf-8") as f:
                 f.writelines(lines)
         return lines
