@@ -113,16 +113,7 @@ CONTROL_REASONS = (  # controls_excluded key -> what a person reads
     ("outside_history", "outside the data's history"), ("interrupted", "an interruption touched its hosts"),
     ("idle", "its hosts ran no job"), ("too_few_peers", "too few healthy peers at that time"),
     ("beyond_k", "usable, beyond the k drawn"),
-    ("before_interrupted", "windows before the outcome: an earlier interruption of its hosts inside it"),
 )
-
-
-def controls_left(result: dict) -> int:
-    """Candidate control windows left out (by reason, or for want of the metric's data); the windows
-    before the outcome left out are not controls and not counted here."""
-    excluded = result.get("controls_excluded") or {}
-    return (sum(v for k, v in excluded.items() if k != "before_interrupted")
-            + (result.get("no_data") or {}).get("controls", 0))
 
 
 def control_windows(result: dict) -> go.Figure:

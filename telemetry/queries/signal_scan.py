@@ -649,11 +649,7 @@ def _why_not(n_before: int, n_control: int, gaps: list[int], excluded: "windows.
     left = {"outside the history": excluded.outside_history, "touched by an interruption": excluded.interrupted,
             "hosts idle": excluded.idle, "too few healthy peers": excluded.too_few_peers}
     why = ", ".join(f"{n} {reason}" for reason, n in left.items() if n)
-    out = "; ".join(parts) + (f"; candidate controls left out: {why}" if why else "")
-    if excluded.before_interrupted:
-        out += (f"; {excluded.before_interrupted} window{'s' if excluded.before_interrupted != 1 else ''} before the "
-                "outcome left out: an earlier interruption of its hosts ended inside it")
-    return out
+    return "; ".join(parts) + (f"; candidate controls left out: {why}" if why else "")
 
 
 # --- the outcome classes present --------------------------------------------------------------

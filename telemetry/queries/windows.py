@@ -31,10 +31,6 @@ Windows (W = the lead window)
   ``Exclusions`` counts the candidates left out and why (outside the history, touched by an
   interruption, idle, too few healthy peers, beyond k), so a metric that cannot be tested says
   exactly why.
-- A window before the outcome is left out, with its controls, when an earlier interruption of any
-  of its hosts ended inside it (a requeued run that fails again within W): it would hold that
-  failure's teardown and reboot — fans idling, counters reset, power cycling — which the rule above
-  keeps out of every control (``Exclusions.before_interrupted``).
 A window whose hosts reported nothing of the metric in it (hourly coverage, ``covered``) is left
 out and counted as ``no data`` by its users.
 """
@@ -289,10 +285,6 @@ class Exclusions:
     idle: int = 0  # its hosts were not running a job (controls are matched on activity)
     too_few_peers: int = 0  # fewer healthy busy hosts at that time than the job had
     beyond_k: int = 0  # usable, but k were drawn already
-    # windows BEFORE the outcome left out (with their controls): an earlier interruption of its
-    # hosts ended inside it (a requeued run failing again within W), so it holds that failure's
-    # teardown and reboot, which no control may hold (``interrupted``)
-    before_interrupted: int = 0
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -308,9 +300,6 @@ def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str
     excluded = excluded if excluded is not None else Exclusions()
     windows: list[Window] = []
     for idx, it in enumerate(chosen):
-        if touched(host_t0s, it.hosts, it.t0 - W, it.t0):
-            excluded.before_interrupted += 1
-            continue
         windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
         n = len(it.hosts)
         candidates: list[Window] = []

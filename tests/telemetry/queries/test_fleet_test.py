@@ -218,33 +218,6 @@ def test_controls_are_matched_on_activity(clean_store):
     assert len(unmatched) == 1 + windows.CONTROLS_PER_POSITIVE  # every hour of the 4 days is a candidate
 
 
-def test_a_window_before_the_outcome_holding_an_earlier_interruption_is_left_out(clean_store):
-    """A requeued run that fails again 2 h after the first failure on the same host: its 6 h lead
-    window holds the first failure's teardown and reboot, which no control may hold, so it is left
-    out with its controls and counted; the first failure's window stays."""
-    end = BASE + timedelta(days=2)
-    j1, a1 = _job("5", "r1", end, cluster="rq")
-    j2, a2 = _job("5", "r1", end + timedelta(hours=2), cluster="rq")  # the same JobID, its next run
-    j2["submit_ts"] = j2["start_ts"] = a2["start_ts"] = end + timedelta(minutes=5)
-    j3, a3 = _job("6", "r2", end + timedelta(hours=2), cluster="rq")  # another host: untouched
-    write_rows("jobs", [j1, j2, j3])
-    write_rows("job_hosts", [a1, a2, a3])
-    lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=4)).timestamp())
-    chosen, t0s = windows.outcome_interruptions("rq", st.parse_outcome("NODE_FAIL"), 6 * 3600, lo, hi, timeout_s=30)
-    assert sorted((c.job_id, c.t0 - int(end.timestamp())) for c in chosen) == [("5", 0), ("5", 7200), ("6", 7200)]
-    excluded = windows.Exclusions()
-    found = windows.matched_windows("rq", chosen, t0s, 6 * 3600, lo, hi, ["r1", "r2", "p1"], None, excluded=excluded)
-    before = sorted((w.hosts, w.end - int(end.timestamp())) for w in found if w.kind == "before")
-    assert before == [(("r1",), 0), (("r2",), 7200)]
-    assert excluded.before_interrupted == 1
-    # every window kept (controls too) belongs to the first failure or to the other host's
-    assert {(chosen[w.index].job_id, chosen[w.index].t0 - int(end.timestamp())) for w in found} == {("5", 0), ("6", 7200)}
-    from telemetry.queries.signal_scan import _why_not
-
-    assert "1 window before the outcome left out: an earlier interruption of its hosts ended inside it" in _why_not(
-        0, 10, [0, 0], excluded)
-
-
 def test_link_down_is_an_outcome_the_interruptions_with_a_link_down_near_t0(clean_store):
     assert st.parse_outcome("link down") == st.parse_outcome("LINK_DOWN") == st.Outcome(
         label="link down", events=("link_down",))
