@@ -69,11 +69,22 @@ TRACKS_P = 0.01  # the metric runs worse in the phase at healthy times
 HOLDS_P = contrasts.SURVIVES_P
 MIN_EACH = 3
 
-PHASES = ("checkpoint", "heavy")
-FLAG = {"checkpoint": "tracks checkpoint writes", "heavy": "tracks job phase"}
+PHASES = ("checkpoint", "heavy")  # the fleet test's phases
+# The scan's: also whether the window's hosts ran a job all along. Controls are matched on activity
+# at their end only, and a window before an interruption is spent inside the running job, so idle
+# minutes are rarer before the outcome than in controls; a metric that moves with the load -- the
+# time clocks were lowered for want of work, a switch's supply voltage sagging under traffic --
+# then differs before the outcome for that reason alone (the 96-host bench fleet: both before
+# NODE_FAIL at AUC 0.26/0.28, q 0.004/0.009).
+SCAN_PHASES = PHASES + ("idle",)
+FLAG = {"checkpoint": "tracks checkpoint writes", "heavy": "tracks job phase", "idle": "tracks job activity"}
 IN_PHASE = {"checkpoint": "a checkpoint write under way",
-            "heavy": f"the job in a heavy phase (GPU power ≥ {HEAVY_RISE:.0%} above its run's median)"}
-UNIT = {"checkpoint": "min writing", "heavy": "min heavy"}
+            "heavy": f"the job in a heavy phase (GPU power ≥ {HEAVY_RISE:.0%} above its run's median)",
+            "idle": "hosts idle part of the time (half or more of them running no job in a minute)"}
+UNIT = {"checkpoint": "min writing", "heavy": "min heavy", "idle": "min idle"}
+# A phase RARER before the outcome than in controls (idle minutes): the rival explanation is the
+# rest of the time, so its tests run the other way (``judge``).
+RARER = frozenset({"idle"})
 
 
 def stratum(minutes: int) -> int:
@@ -143,7 +154,8 @@ def host_minutes(cluster: str, hosts: list[str], lo_s: int, hi_s: int, *, timeou
                 base[i0:i1] = np.median(own)
         with np.errstate(invalid="ignore"):
             heavy[h] = (t, np.isfinite(base) & (base > 0) & (v >= base * (1.0 + HEAVY_RISE)))
-    return {"checkpoint": checkpoints if ck_rows.num_rows else None, "heavy": heavy if power_rows.num_rows else None}
+    return {"checkpoint": checkpoints if ck_rows.num_rows else None, "heavy": heavy if power_rows.num_rows else None,
+            "runs": runs or None}
 
 
 def _inside(t: np.ndarray, start: int, end: int) -> slice:
@@ -153,7 +165,19 @@ def _inside(t: np.ndarray, start: int, end: int) -> slice:
 
 def strata_of(minutes: dict, hosts, start: int, end: int) -> dict[str, int | None]:
     """The window's exposure per phase (minutes in it), None where its hosts reported none of the signal."""
-    out: dict[str, int | None] = {"checkpoint": None, "heavy": None}
+    out: dict[str, int | None] = {"checkpoint": None, "heavy": None, "idle": None}
+    runs = minutes.get("runs")
+    if runs is not None and hosts:
+        t = np.arange(int(start), int(end) - 59, 60, dtype=np.int64)  # the minutes wholly inside
+        busy = np.zeros(len(t), dtype=np.int64)
+        for h in hosts:
+            starts, ends = runs.get(h, (np.empty(0, np.int64), np.empty(0)))
+            on = np.zeros(len(t), dtype=bool)
+            for a, b in zip(starts.tolist(), ends.tolist()):
+                if a < end and b > start:
+                    on |= (t >= a) & (t < b)
+            busy += on
+        out["idle"] = int(np.count_nonzero(2 * busy < len(hosts)))
     ck = minutes.get("checkpoint")
     if ck is not None:
         got = [ck[h][_inside(ck[h], start, end)] for h in hosts if h in ck]
@@ -188,20 +212,20 @@ def count(found, phased, into: dict | None = None) -> dict:
     """Windows in each phase before the outcome and in controls, added to ``into`` (the scan's
     summary: how often each phase came before the outcome)."""
     into = into if into is not None else {p: {"before_in": 0, "before": 0, "controls_in": 0, "controls": 0}
-                                          for p in PHASES}
+                                          for p in SCAN_PHASES}
     for w, ph in zip(found, phased):
         side = "before" if w.kind == "before" else "controls"
-        for p in PHASES:
+        for p in SCAN_PHASES:
             if ph.get(p) is not None:
                 into[p][side] += 1
                 into[p][side + "_in"] += int(ph[p] > 0)
     return into
 
 
-def _over(b_in: int, b_n: int, c_in: int, c_n: int) -> float | None:
+def _over(b_in: int, b_n: int, c_in: int, c_n: int, alternative: str = "greater") -> float | None:
     if not b_n or not c_n:
         return None
-    return float(fisher_exact([[b_in, c_in], [b_n - b_in, c_n - c_in]], alternative="greater").pvalue)
+    return float(fisher_exact([[b_in, c_in], [b_n - b_in, c_n - c_in]], alternative=alternative).pvalue)
 
 
 def judge(before: list[float], control: list[float], phases_b: list[dict], phases_c: list[dict],
@@ -211,15 +235,18 @@ def judge(before: list[float], control: list[float], phases_b: list[dict], phase
     stratified test within the strata. ``flagged`` when (c) and it does not hold there; ``p``
     (the within-strata p) then bounds the row's p from below where (c) holds."""
     out = []
-    for p in PHASES:
+    for p in SCAN_PHASES:
         b = [(v, s[p]) for v, s in zip(before, phases_b) if s.get(p) is not None]
         c = [(v, s[p]) for v, s in zip(control, phases_c) if s.get(p) is not None]
         b_in, c_in = sum(s > 0 for _, s in b), sum(s > 0 for _, s in c)
-        over_p = _over(b_in, len(b), c_in, len(c))
+        rarer = p in RARER  # the rival explanation is the time out of the phase: (a) and (c) run the other way
+        over_p = _over(b_in, len(b), c_in, len(c), "less" if rarer else "greater")
         if over_p is None or over_p >= OVER_P:
             continue
         inside = [v for v, s in c if s > 0]
         outside = [v for v, s in c if s == 0]
+        if rarer:  # (c): the metric runs worse in controls OUT of the phase (busy all along)
+            inside, outside = outside, inside
         tracks_p = auc = None
         if len(inside) >= MIN_EACH and len(outside) >= MIN_EACH:
             res = mannwhitneyu(inside, outside, alternative=alternative)
@@ -240,7 +267,7 @@ def flag_text(e: dict) -> str:
     p = e["phase"]
     head = (f"{FLAG[p]}: {IN_PHASE[p]} in {e['before_in']} of {e['before']} windows before the outcome against "
             f"{e['controls_in']} of {e['controls']} controls (Fisher p {e['over_p']:.2g}), and it runs worse in controls "
-            f"during it (AUC {e['runs_worse_auc']:.2f})")
+            f"{'outside' if p in RARER else 'during'} it (AUC {e['runs_worse_auc']:.2f})")
     counts = ", ".join(f"{s['stratum']} {s['before']} · {s['controls']}" for s in e["strata"] if s["before"])
     if e["p"] is None:
         return head + f"; not testable within the strata (no stratum with windows before and controls: {counts})"

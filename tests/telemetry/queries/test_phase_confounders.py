@@ -162,11 +162,11 @@ def test_a_window_s_phase_is_read_from_the_job_s_own_signals(fleet):
     got = phase.window_phases(fleet, [w, quiet], t0 - 86400, t0 + 3600, timeout_s=60)
     # minutes with data (a sample every 2 min): the write's 3, heavy 27 of 30 but the write's 3
     # (a checkpoint drops the power: those minutes are writing, not heavy)
-    assert got[0] == {"checkpoint": 3, "heavy": 24}
-    assert got[1] == {"checkpoint": 0, "heavy": 0}
+    assert got[0] == {"checkpoint": 3, "heavy": 24, "idle": 0}  # busy all along: its job and the long one
+    assert got[1] == {"checkpoint": 0, "heavy": 0, "idle": 0}
     # a cluster without the signals: no stratum, no flag
     assert phase.window_phases("no-such-cluster", [w], t0 - 86400, t0, timeout_s=60) == [
-        {"checkpoint": None, "heavy": None}]
+        {"checkpoint": None, "heavy": None, "idle": None}]
 
 
 def test_exposure_strata_and_the_stratified_test_over_them():
@@ -180,3 +180,44 @@ def test_exposure_strata_and_the_stratified_test_over_them():
     assert pooled < 0.01 and contrasts.stratified_p(same, control) > 0.05
     higher = [(v + 3, k) for v, k in same]  # 3 more than windows of the same exposure: it holds
     assert contrasts.stratified_p(higher, control) < 1e-4
+
+
+def test_idle_minutes_of_a_window_from_the_job_runs():
+    t = int(BASE.timestamp())
+    runs = {"a": (np.array([t - 3600]), np.array([t + 1800.0])), "b": (np.array([t + 600]), np.array([t + 7200.0])),
+            "c": (np.empty(0, np.int64), np.empty(0))}
+    minutes = {"checkpoint": None, "heavy": None, "runs": runs}
+    # one hour, hosts a and b: both busy only 600-1800 s; half of two hosts busy counts as busy
+    assert phase.strata_of(minutes, ("a", "b"), t, t + 3600)["idle"] == 0
+    assert phase.strata_of(minutes, ("a", "c"), t, t + 3600)["idle"] == 30  # c never ran; a stops at 30 min
+    assert phase.strata_of(minutes, ("c",), t, t + 3600)["idle"] == 60
+    assert phase.strata_of({"runs": None}, ("a",), t, t + 3600)["idle"] is None  # no allocations on record
+
+
+def test_a_metric_that_moves_with_the_load_is_flagged_where_idle_time_is_rarer_before_the_outcome():
+    """Windows before the outcome are spent inside the running job (0 idle minutes); half of the
+    controls hold idle minutes. A metric that reads lower when the hosts are busy (the time clocks
+    were lowered for want of work) reads lower before the outcome for that reason alone: flagged
+    "tracks job activity", its p the within-strata one. A precursor that does not move with the load
+    holds within the strata: not flagged."""
+    rng = np.random.default_rng(3)
+    idle_c = [0] * 45 + [int(x) for x in rng.integers(30, 300, 45)]
+    phases_c = [{"checkpoint": None, "heavy": None, "idle": k} for k in idle_c]
+    phases_b = [{"checkpoint": None, "heavy": None, "idle": 0} for _ in range(12)]
+    load = lambda k, x: 0.01 * k + x  # noqa: E731 - lower when busier (fewer idle minutes)
+    control = [load(k, x) for k, x in zip(idle_c, rng.normal(0, 0.1, 90))]
+    before = [load(0, x) for x in rng.normal(0, 0.1, 12)]
+    pooled = mannwhitneyu(before, control, alternative="two-sided").pvalue
+    assert pooled < 0.01
+    row = {"p": float(pooled), "flags": []}
+    phase.apply(row, before, control, phases_b, phases_c, "two-sided")
+    idle = next(e for e in row["phases"] if e["phase"] == "idle")
+    assert idle["over_p"] < phase.OVER_P and idle["tracks"] and idle["flagged"]
+    assert row["p"] >= phase.HOLDS_P and any(f.startswith("tracks job activity") for f in row["flags"])
+    assert "runs worse in controls outside it" in row["flags"][0]
+    precursor_c = list(rng.normal(0, 1, 90))
+    precursor_b = list(rng.normal(2.5, 1, 12))
+    row = {"p": float(mannwhitneyu(precursor_b, precursor_c, alternative="greater").pvalue), "flags": []}
+    p0 = row["p"]
+    phase.apply(row, precursor_b, precursor_c, phases_b, phases_c, "greater")
+    assert row["flags"] == [] and row["p"] == p0  # does not track the load: untouched
