@@ -344,8 +344,8 @@ def concentration(cluster: str, failing_hosts: list, *, timeout_s: int) -> list[
         for f in failing_hosts:
             vals = [by_host.get(h) for h in ((f,) if isinstance(f, str) else f)]
             vals = [v for v in vals if v]
-            if vals:
-                seen.append(max(set(vals), key=vals.count))
+            if vals:  # ties go to the first value in sorted order (a set's order changes from run to run)
+                seen.append(max(sorted(set(vals)), key=vals.count))
         n_hosts = len(by_host)
         for v in sorted(set(seen)):
             a = seen.count(v)

@@ -114,7 +114,7 @@ _CHECKPOINT_SQL = ("SELECT host, toUnixTimestamp(ts) AS t FROM samples_1m "
 _RUNS_SQL = ("SELECT host, toUnixTimestamp(start_ts) AS s, toUnixTimestamp(ifNull(end_ts, now64(3))) AS e "
              "FROM job_hosts FINAL WHERE cluster = {cluster:String} AND host IN {hosts:Array(String)} "
              "AND (end_ts IS NULL OR end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC')) "
-             "AND start_ts < toDateTime64({hi_s:Int64}, 3, 'UTC') ORDER BY host, s")
+             "AND start_ts < toDateTime64({hi_s:Int64}, 3, 'UTC') ORDER BY host, s, e")
 
 
 def _by_host(table, with_value: bool) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:

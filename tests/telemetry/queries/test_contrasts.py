@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from telemetry.queries import signal_scan, windows
+from telemetry.queries import contrasts, signal_scan, windows
 
 from . import BASE, every, host_row, write_rows, write_samples, write_xid_job_failures
 
@@ -77,3 +77,19 @@ def test_the_cause_on_the_failing_gpu_is_the_finding_and_the_workload_is_flagged
     power = rows["gpu.power"]
     assert any("over-represented on driver 535.104" in f for f in power["flags"]) and power["q"] >= 0.05
     assert not cause["flags"] and order.index("gpu.power") > order.index("gpu.ecc.dram_sbe_volatile")
+
+
+def test_a_job_split_evenly_between_racks_counts_on_the_same_rack_every_run(clean_store):
+    """A failure whose failing host is unknown counts on the value most of its job's hosts share;
+    a tie went to whichever value a Python set happened to yield first, which changes with the
+    process's hash seed, so the same scan of the same store found a rack concentration in one run
+    and not the next. Ties now go to the first value in sorted order."""
+    hosts = [host_row("tie", f"t{i:02d}", rack=f"rack-{'abc'[i % 3]}") for i in range(60)]
+    write_rows("hosts", hosts)
+    # 8 two-host jobs, one host on rack-a and one on rack-b: every one a tie
+    jobs = [(f"t{3 * k:02d}", f"t{3 * k + 1:02d}") for k in range(8)]
+    got = contrasts.concentration("tie", jobs, timeout_s=30)
+    racks = [g for g in got if g.dimension == "rack"]
+    assert [(g.value, g.failures, g.of) for g in racks] == [("rack-a", 8, 8)]
+    # the rule itself, whatever order the values come in
+    assert contrasts.concentration("tie", [tuple(reversed(j)) for j in jobs], timeout_s=30)[0].value == "rack-a"
