@@ -247,11 +247,12 @@ class RollupBuffer:
 
 _buffer: RollupBuffer | None = None
 _buffer_guard = threading.Lock()
+_exit_hook = False
 
 
 def buffer() -> RollupBuffer:
     """This process's buffer (created on first use, from the settings then)."""
-    global _buffer
+    global _buffer, _exit_hook
     with _buffer_guard:
         if _buffer is None:
             _buffer = RollupBuffer(
@@ -259,7 +260,9 @@ def buffer() -> RollupBuffer:
                 max_age_s=buffer_s(),
                 journal=journal_path() if store.config().embedded else None,
             )
-            atexit.register(_stop_at_exit)
+            if not _exit_hook:  # once per process: it acts on whichever buffer is current then
+                atexit.register(_stop_at_exit)
+                _exit_hook = True
         return _buffer
 
 
@@ -290,9 +293,8 @@ def discard() -> None:
 
 def before_read(sql: str) -> None:
     """Feed the waiting rows first when ``sql`` reads a rollup table."""
-    b = _buffer
-    if b is not None and b.busy() and ("samples_1m" in sql or "band_1m" in sql):
-        b.flush()
+    if "samples_1m" in sql or "band_1m" in sql:
+        flush_pending()
 
 
 def flush_pending() -> None:

@@ -90,12 +90,10 @@ def _leave_rollups() -> None:
     they were written to (``telemetry.rollup``), then forget them."""
     from telemetry import rollup
 
-    b = rollup._buffer
-    if b is not None and b.busy():
-        try:
-            b.flush()
-        except Exception:  # the old store is gone: its journal rolls them again at its next start
-            log.warning("could not feed deferred rollups before switching stores", exc_info=True)
+    try:
+        rollup.flush_pending()
+    except Exception:  # the old store is gone: its journal rolls them again at its next start
+        log.warning("could not feed deferred rollups before switching stores", exc_info=True)
     rollup.reset()
 
 
