@@ -28,6 +28,18 @@ def test_the_fleet_bodies_decode_to_the_series_they_claim():
     assert all(b.timestamps[0] > a.timestamps[0] for a, b in zip(series, later))
 
 
+def test_a_body_from_its_template_is_the_same_request_byte_for_byte():
+    """The senders build pushes from per-batch templates (cheaper for the machine the server
+    shares); what they send must not change."""
+    fleet = ingest_fleet.Fleet(hosts=3, node_series=100, seed=1)
+    t0 = 1_790_000_000_000
+    for idx in (np.array([0, 5, 199, 200, 299, 599]), np.arange(len(fleet)), np.array([7])):
+        template = fleet.template(idx)
+        for rnd in (0, 1, 4):
+            assert fleet.body_from(template, idx, t0, rnd) == fleet.body(idx, t0, rnd)
+    assert fleet.body_from(fleet.template(idx), idx, t0, 1) != fleet.body(idx, t0, 2)
+
+
 def test_the_bench_command_names_the_module_with_a_dash():
     assert "ingest-fleet" in bench.available() and "ingest" in bench.available()
     assert bench._module("ingest-fleet") is ingest_fleet

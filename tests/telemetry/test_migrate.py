@@ -91,3 +91,12 @@ def test_every_rendered_statement_parses_in_the_real_engine(telemetry_store, tar
 def test_an_invalid_cluster_name_is_refused():
     with pytest.raises(migrate.MigrationError, match="not a valid cluster name"):
         migrate.Target(cluster="prod; DROP TABLE samples")
+
+
+def test_streamed_tables_merge_with_a_wider_selector_base(telemetry_store):
+    """Migration 0011: fewer rewrites per row by background merges for the tables pushes fill."""
+    for table in ("samples", "samples_1m", "band_1m"):
+        (ddl,), = store.query_rows(f"SELECT create_table_query FROM system.tables WHERE database = currentDatabase() "
+                                   f"AND name = '{table}'", tag="test")
+        assert "merge_selector_base = 10" in ddl, table
+        assert f"non_replicated_deduplication_window = {migrate.DEDUP_WINDOW}" in ddl, table
