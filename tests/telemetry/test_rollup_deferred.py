@@ -33,7 +33,7 @@ def push(k: int, cluster: str = "c") -> pa.Table:
 
 def rolled(cluster: str = "c") -> list[tuple]:
     return store.query_rows(
-        "SELECT host, ts, min(min), max(max), sum(sum), sum(count) FROM samples_1m "
+        "SELECT host, ts, min(min), max(max), sum(sum), sum(count), min(min_ts), max(max_ts) FROM samples_1m "
         "WHERE cluster = {c:String} GROUP BY host, ts ORDER BY host, ts", {"c": cluster}, tag="test")
 
 
@@ -87,6 +87,20 @@ def test_pushed_rollup_equals_the_views(deferring):
     assert [row[5] for row in rolled("pushed")] == [4] * (2 * SERIES)
 
 
+def test_a_flush_of_several_clusters_rolls_each_series_minute_once(deferring):
+    """The buffer is grouped per (cluster, metric, host, component, minute) in the process: one
+    samples_1m row each, the same values, sample times and band as the view's."""
+    for k in range(6):  # 08:54:00 .. 08:55:15: a minute boundary inside the buffer
+        for cluster in ("pushed-a", "pushed-b"):
+            group_commit.committer("samples").submit(push(k, cluster))
+    writer.write("samples", pa.concat_tables([push(k, "bulk") for k in range(6)]))
+    rollup.flush_pending()
+    assert int(store.command("SELECT count() FROM samples_1m WHERE cluster = 'pushed-a'")) == 2 * SERIES
+    assert rolled("pushed-a") == rolled("pushed-b") == rolled("bulk")
+    assert [row[5] for row in rolled("pushed-a")] == [4, 2] * SERIES
+    assert band("pushed-a") == band("bulk")
+
+
 def test_the_view_skips_deferred_rows_until_a_read(deferring):
     for k in range(4):
         group_commit.committer("samples").submit(push(k))
@@ -127,7 +141,7 @@ def test_a_crash_loses_no_rollup(deferring):
     assert sum(row[5] for row in rolled()) == 6 * SERIES
     assert rollup.recover() == 2  # minutes 2 and 3 rolled again
     assert not rollup.journal_path().exists()
-    counts = {(host, ts): n for host, ts, _, _, _, n in rolled()}
+    counts = {(host, ts): n for host, ts, _, _, _, n, _, _ in rolled()}
     assert sorted(set(counts.values())) == [2, 4]  # 4, 4 and 2 samples per series: none twice
     assert sum(counts.values()) == 10 * SERIES
     assert [(n, r) for _, n, r in band()] == [(SERIES, SERIES)] * 3
