@@ -139,9 +139,12 @@ def minute_rows(table: pa.Table) -> pa.Table:
 def _feed(table: pa.Table, tag: str) -> None:
     """Roll ``table``'s rows up: one ``samples_1m`` row per series-minute of the whole table
     (``minute_rows``), inserted in slices; ``band_1m``'s view follows each slice."""
-    rolled = minute_rows(table)
-    for start in range(0, rolled.num_rows, FEED_SLICE_ROWS):
-        store.insert_arrow("samples_1m", rolled.slice(start, FEED_SLICE_ROWS), settings={"log_comment": tag})
+    from telemetry import writer
+
+    for piece in writer.split_by_days(table):  # a push of old samples: as few partitions per insert as files get
+        rolled = minute_rows(piece)
+        for start in range(0, rolled.num_rows, FEED_SLICE_ROWS):
+            store.insert_arrow("samples_1m", rolled.slice(start, FEED_SLICE_ROWS), settings={"log_comment": tag})
 
 
 class RollupBuffer:

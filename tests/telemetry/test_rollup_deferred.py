@@ -195,3 +195,15 @@ def test_a_crash_between_the_insert_and_the_buffer_loses_no_rollup(deferring):
     assert stored_rollup_rows() == 0
     assert rollup.recover() == 1
     assert sum(row[5] for row in rolled()) == SERIES
+
+
+def test_a_buffer_spanning_years_is_rolled_in_day_spans(deferring):
+    """Pushed samples far apart in time (a sender replaying old data) land in as many partitions
+    as a file's would: each span of days is rolled and inserted on its own."""
+    years = [push(0, "old").set_column(0, "ts", pa.array([T0 - k * 400 * 86_400_000] * SERIES,
+                                                        pa.timestamp("ms", tz="UTC"))) for k in range(3)]
+    for table in years:
+        group_commit.committer("samples").submit(table)
+    rollup.flush_pending()
+    assert len(rolled("old")) == 3 * SERIES
+    assert {row[1].year for row in rolled("old")} == {2025, 2024, 2023}
