@@ -182,13 +182,22 @@ def test_investigator_opens_an_interruption_charts_a_signal_pins_and_records_a_v
     page.click("#pin-submit")
     page.wait_for_selector("text=Pinned H")
     assert page.locator("#hypotheses .statement").first.inner_text() == "<b>PCIe replays</b> precede XID 79"
+    # The page after the pin redirect draws the overlay and loads "what's different" again, above
+    # the verdict form: let them land first, as a person would, so no layout shift moves the
+    # form under the clicks (a CI run once timed out waiting for "Verdict recorded").
+    wait_drawn(page)
+    page.wait_for_selector("#differences table.differences", timeout=30000)
 
     # Record a verdict naming it; a rationale is required.
     page.check("#verdict-form input[name=kind][value=confirmed]")
     page.select_option("#verdict-form select[name=hypothesis]", index=1)
     page.fill("#verdict-form textarea[name=rationale]", "replays climbed for 40 min before the XID; peers flat")
     page.click("#verdict-submit")
-    page.wait_for_selector("text=Verdict recorded")
+    try:
+        page.wait_for_selector("text=Verdict recorded")
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "case-verdict-missing.png"), full_page=True)  # what the page showed
+        raise
     assert "Confirmed" in page.inner_text(".verdict-now")
     wait_drawn(page)  # the page after the verdict redirect draws the same view again
     page.screenshot(path=str(ARTIFACTS / "case-verdict.png"), full_page=True)
