@@ -215,8 +215,8 @@ class Fleet:
         return raw, (ends - _SAMPLE_BYTES)[:, None] + np.arange(_SAMPLE_BYTES)
 
     def body_from(self, template: tuple[np.ndarray, np.ndarray], idx: np.ndarray, t0: int, rnd: int) -> bytes:
-        """``body`` (the same bytes) from ``template(idx)``: the senders build each push in ~0.2 ms
-        instead of ~0.8, CPU a Prometheus would spend on its own machine, not on the server's."""
+        """``body`` (the same bytes) from ``template(idx)``: the senders build each push in ~0.4 ms
+        instead of ~1.3 (measured for 2,000-sample pushes), CPU a Prometheus would spend on its own machine, not on the server's."""
         raw, where = template
         raw = raw.copy()
         raw[where] = self._round_fields(idx, t0, rnd)
