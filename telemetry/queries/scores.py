@@ -67,8 +67,8 @@ scan is handed one metric's per-window values at a time (``iter_window_scores``)
 batch's window values and one metric's dicts, never every metric's. The engine reads the next
 query's rows on a reader thread of its own while this thread reduces the last result and the scan
 works on its metrics (the engine lets go of the GIL, so the two cores overlap): the same queries,
-reduced in the same order, so the same values (a scan of the 48-host bench fleet, 82 -> 66 s on a
-slow 2-core machine). (The engine's float sums
+reduced in the same order, so the same values (the XID 94/95 scan of the 48-host bench fleet on a
+slow 2-core machine: 64-72 s in five runs, 70-83 s without the reader thread, about 12 % less). (The engine's float sums
 depend on the order its threads add rows in, so a score can differ in its last bits from run to
 run; on a constant gauge, scored in units of a near-zero spread, that shows.)
 
