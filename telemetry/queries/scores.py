@@ -68,9 +68,9 @@ batch's window values and one metric's dicts, never every metric's. The engine r
 query's rows on a reader thread of its own while this thread reduces the last result and the scan
 works on its metrics (the engine lets go of the GIL, so the two cores overlap): the same queries,
 reduced in the same order, so the same values (the XID 94/95 scan of the 48-host bench fleet on a
-slow 2-core machine: 64-72 s in five runs, 70-83 s without the reader thread, about 12 % less). (The engine's float sums
-depend on the order its threads add rows in, so a score can differ in its last bits from run to
-run; on a constant gauge, scored in units of a near-zero spread, that shows.)
+slow 2-core machine: 64-72 s in five runs, 70-83 s without the reader thread, about 12 % less).
+(The engine's float sums depend on the order its threads add rows in, so a score can differ in its
+last bits from run to run; on a constant gauge, scored in units of a near-zero spread, that shows.)
 
 A rule on the score (the fleet test's ``rise`` condition, ``rolling_fires``) reads the same
 statistic for the window ending with every minute: the same query with every minute its own
@@ -344,10 +344,8 @@ class _Ahead:
         self._fill()
 
     def _fill(self) -> None:
-        while not self._queue:
-            item = next(self._items, None)
-            if item is None:
-                return
+        item = next(self._items, None) if not self._queue else None
+        if item is not None:
             self._queue.append((item[0], _reader_pool().submit(self._read, item[1])))
 
     def next_batch(self):
