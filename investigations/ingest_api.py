@@ -299,6 +299,7 @@ def ingest_stats(request):
     held = rollup.buffer() if rollup.deferring() else None
     stats["rollup"] = {"deferred": held is not None, "pending_rows": held.pending_rows if held else 0,
                        "flushes": held.flushes if held else 0, "rows_fed": held.rows_fed if held else 0,
+                       "rows_written": held.rows_written if held else 0,
                        "max_pending_bytes": held.max_pending_bytes if held else 0}
     return stats
 

@@ -136,15 +136,19 @@ def minute_rows(table: pa.Table) -> pa.Table:
     })
 
 
-def _feed(table: pa.Table, tag: str) -> None:
+def _feed(table: pa.Table, tag: str) -> int:
     """Roll ``table``'s rows up: one ``samples_1m`` row per series-minute of the whole table
-    (``minute_rows``), inserted in slices; ``band_1m``'s view follows each slice."""
+    (``minute_rows``), inserted in slices; ``band_1m``'s view follows each slice. Returns the
+    ``samples_1m`` rows written."""
     from telemetry import writer
 
+    written = 0
     for piece in writer.split_by_days(table):  # a push of old samples: as few partitions per insert as files get
         rolled = minute_rows(piece)
         for start in range(0, rolled.num_rows, FEED_SLICE_ROWS):
             store.insert_arrow("samples_1m", rolled.slice(start, FEED_SLICE_ROWS), settings={"log_comment": tag})
+        written += rolled.num_rows
+    return written
 
 
 class RollupBuffer:
@@ -167,6 +171,9 @@ class RollupBuffer:
         self._stopped = False
         self.flushes = 0
         self.rows_fed = 0
+        # samples_1m rows written for them: as many as rows_fed when each flush held one sample
+        # per series-minute (then band_1m has no rates for pushed counters: see the README)
+        self.rows_written = 0
 
     @property
     def pending_rows(self) -> int:
@@ -216,7 +223,7 @@ class RollupBuffer:
             if not tables:
                 return 0
             try:
-                _feed(pa.concat_tables(tables, promote_options="permissive"), deferred_tag("flush"))
+                written = _feed(pa.concat_tables(tables, promote_options="permissive"), deferred_tag("flush"))
             except BaseException:
                 with self._lock:  # fed again next time; the journal still names them
                     self._tables[:0], self._lines[:0] = tables, lines
@@ -227,6 +234,7 @@ class RollupBuffer:
             with self._lock:
                 self.flushes += 1
                 self.rows_fed += n
+                self.rows_written += written
                 if self._tables:
                     self._oldest = time.monotonic()
                 self._rewrite_journal_locked()

@@ -337,7 +337,8 @@ class Server:
         stats = self.stats(CLUSTER)
         rolled = stats.get("rollup", {})
         return {**stats.get("group_commit", {}), "rollup_flushes": rolled.get("flushes", 0),
-                "rollup_rows_fed": rolled.get("rows_fed", 0), "rollup_max_pending_bytes": rolled.get("max_pending_bytes", 0)}
+                "rollup_rows_fed": rolled.get("rows_fed", 0), "rollup_rows_written": rolled.get("rows_written", 0),
+                "rollup_max_pending_bytes": rolled.get("max_pending_bytes", 0)}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -643,6 +644,9 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
         # part of its CPU above (the raw engine's inserts are rolled by the view, per block)
         "rollup_flushes": groups.get("rollup_flushes"),
         "rollup_rows_fed": groups.get("rollup_rows_fed"),
+        # samples_1m rows written for them: one per series-minute but where a flush cut a minute
+        # (open minutes are carried to the next flush, up to its bound and age)
+        "rollup_rows_written": groups.get("rollup_rows_written"),
         # the most the server's rollup buffer held (Arrow bytes; not a difference over the phase)
         "rollup_buffer_peak_mb": round(server.group_commit().get("rollup_max_pending_bytes", 0) / 1e6, 1),
         "samples_sent": warm.samples + timed.samples,

@@ -99,6 +99,26 @@ def test_a_flush_of_several_clusters_rolls_each_series_minute_once(deferring):
     assert rolled("pushed-a") == rolled("pushed-b") == rolled("bulk")
     assert [row[5] for row in rolled("pushed-a")] == [4, 2] * SERIES
     assert band("pushed-a") == band("bulk")
+    held = rollup.buffer()
+    assert (held.rows_fed, held.rows_written) == (12 * SERIES, 4 * SERIES)  # /api/ingest/stats shows both
+
+
+def test_a_flush_of_one_sample_per_series_gives_no_band_rates(deferring, monkeypatch):
+    """The limit of the deferral, stated in the README: where the buffer fills (or ages) before a
+    series has two samples in it -- a fleet pushing more samples per scrape interval than
+    PRECURSOR_ROLLUP_BUFFER_ROWS / 2 -- every flush holds one sample per series-minute, so
+    samples_1m gets one-sample pieces (rows_written = rows_fed) and band_1m no counter rates."""
+    monkeypatch.setenv("PRECURSOR_ROLLUP_BUFFER_ROWS", str(SERIES))  # full after each scrape round
+    rollup.discard()
+    for k in range(8):
+        group_commit.committer("samples").submit(push(k))
+        deadline = time.monotonic() + 10
+        while rollup.buffer().pending_rows and time.monotonic() < deadline:
+            time.sleep(0.02)
+    rollup.flush_pending()
+    held = rollup.buffer()
+    assert held.rows_fed == held.rows_written == 8 * SERIES
+    assert [(n, r) for _, n, r in band()] == [(4 * SERIES, 0), (4 * SERIES, 0)]
 
 
 def test_the_view_skips_deferred_rows_until_a_read(deferring):
