@@ -16,7 +16,8 @@ rate (``Retry-After``), 413 body over ``INGEST_MAX_BODY_BYTES`` (from
 Content-Length before reading, then the actual body), 415 wrong content
 type/encoding, 400 bad data (JSON naming line, field, reason; nothing stored),
 503 store unavailable (transient: senders retry). Success: 200 with the ingest
-report, 204 (empty) for remote-write as its spec asks. The rate limit and the bounded body read
+report; for remote-write 200 with an empty body (the spec asks for any 2xx; a 204 would make
+waitress close the sender's kept-alive connection after every push). The rate limit and the bounded body read
 live in investigations/ingest_limits.py; the parsers and writers in telemetry/ingestion.
 """
 from __future__ import annotations
@@ -135,7 +136,7 @@ def _tz(request: HttpRequest):
     return localtime.zone(request.GET.get("tz"))
 
 
-def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status: int = 200):
+def _run(request: HttpRequest, work, *, allow_gzip: bool = False, headers_only: bool = False):
     """Body -> parse+validate -> write, mapping each failure to its status code."""
     try:
         data = read_body(request, allow_gzip=allow_gzip)
@@ -155,8 +156,13 @@ def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status
     except Exception as exc:  # the write failed: transient from the sender's view, so it retries
         log.exception("ingest write failed")
         return _error(503, f"telemetry store write failed: {type(exc).__name__}", headers={"Retry-After": "10"})
-    if success_status == 204:
-        response = HttpResponse(status=204)
+    if headers_only:
+        # 200 with an empty body, not 204: waitress closes the connection after every response
+        # without a Content-Length, and it drops that header from a 204, so each push of a
+        # sender (Prometheus sends every push over one kept-alive connection) cost a new TCP
+        # connection. Any 2xx is success for remote-write senders.
+        response = HttpResponse(b"", status=200)
+        response["Content-Length"] = "0"
         response["X-Precursor-Rows-Written"] = str(report.total_rows)
         # what the summary would say, for senders that never read a body (remote-write)
         if report.labels_not_stored:
@@ -165,7 +171,7 @@ def _run(request: HttpRequest, work, *, allow_gzip: bool = False, success_status
         if report.unknown_metrics:
             response["X-Precursor-Unknown-Metrics"] = _header_list(report.unknown_metrics)
         return response
-    return JsonResponse({**report.as_dict(), "summary": report.summary_lines()}, status=success_status)
+    return JsonResponse({**report.as_dict(), "summary": report.summary_lines()}, status=200)
 
 
 def _header_list(items, limit: int = 2000) -> str:
@@ -214,7 +220,7 @@ _RW_CONTENT_TYPES = ("application/x-protobuf",)
 @router.post("/remote-write", auth=token_auth, summary="Prometheus remote-write 1.0 receiver")
 def ingest_remote_write(request):
     """Point ``remote_write.url`` here. Query: ``cluster``, ``skip_expired``, ``report`` (1: answer
-    200 with the ingest report, as the other endpoints do). 204 on success, with the rows
+    200 with the ingest report, as the other endpoints do). 200 with an empty body on success, with the rows
     written, the labels not part of the series key (``label=series,...``; their values are kept in
     ``series_labels``) and unknown names in ``X-Precursor-*`` headers; 400 on bad data (not retried), 415 on a wrong encoding or remote-write 2.0, 503 when
     the store is down (retried)."""
@@ -246,7 +252,7 @@ def ingest_remote_write(request):
         report = _flag(request, "report")
     except IngestError as exc:
         return _rejected(exc)
-    return _run(request, work, success_status=200 if report else 204)
+    return _run(request, work, headers_only=not report)
 
 
 @router.post("/kernel-log", auth=token_auth, summary="Ingest dmesg / journal / syslog text (NVRM Xid lines)")

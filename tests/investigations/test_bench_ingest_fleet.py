@@ -53,3 +53,31 @@ def test_thread_cpu_is_summed_by_thread_name():
     sum(i * i for i in range(300_000))  # some CPU on this (the main) thread
     assert ingest_fleet.thread_cpu_s(os.getpid(), main) > 0
     assert ingest_fleet.thread_cpu_s(os.getpid(), "no-such-thread") == 0
+
+
+def test_remote_write_pushes_keep_their_connection_on_the_real_server(tmp_path):
+    """Reproduced first: `serve` (waitress) answered remote-write with 204, and waitress closes
+    the connection after any response without a Content-Length, which it drops from a 204; so
+    every push of a sender cost a new TCP connection (in bench ingest-fleet, accepting and setting
+    up connections was ~10 % of the server's interpreter time). Two pushes must share one socket."""
+    import http.client
+
+    fleet = ingest_fleet.Fleet(hosts=2, node_series=10, seed=1)
+    server = ingest_fleet.Server(tmp_path / "serve", threads=4)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/x-protobuf",
+                   "Content-Encoding": "snappy", "X-Prometheus-Remote-Write-Version": "0.1.0"}
+        sockets = []
+        for rnd in range(2):
+            conn.request("POST", f"/api/ingest/remote-write?cluster={ingest_fleet.CLUSTER}",
+                         body=fleet.body(np.arange(len(fleet)), 1_790_000_000_000, rnd), headers=headers)
+            resp = conn.getresponse()
+            assert resp.read() == b""
+            assert not resp.will_close, (resp.status, resp.getheaders())  # the server keeps the connection
+            assert resp.status == 200 and int(resp.getheader("X-Precursor-Rows-Written")) >= len(fleet)
+            sockets.append(conn.sock)
+        assert sockets[0] is sockets[1] and sockets[0] is not None
+        conn.close()
+    finally:
+        server.stop()
