@@ -59,7 +59,7 @@ def test_remote_write_pushes_keep_their_connection_on_the_real_server(tmp_path):
     """Reproduced first: `serve` (waitress) answered remote-write with 204, and waitress closes
     the connection after any response without a Content-Length, which it drops from a 204; so
     every push of a sender cost a new TCP connection (in bench ingest-fleet, accepting and setting
-    up connections was ~10 % of the server's interpreter time). Two pushes must share one socket."""
+    up connections was ~7 % of the server's interpreter time). Two pushes must share one socket."""
     import http.client
 
     fleet = ingest_fleet.Fleet(hosts=2, node_series=10, seed=1)
