@@ -644,8 +644,8 @@ def _remote_write_run(server: Server, fleet: Fleet, shards: list[np.ndarray], ba
         # part of its CPU above (the raw engine's inserts are rolled by the view, per block)
         "rollup_flushes": groups.get("rollup_flushes"),
         "rollup_rows_fed": groups.get("rollup_rows_fed"),
-        # samples_1m rows written for them: one per series-minute but where a flush cut a minute
-        # (open minutes are carried to the next flush, up to its bound and age)
+        # samples_1m rows written for them: one per series-minute of each flush, so about one per
+        # sample where a flush holds one sample per series (no band rates: README, Telemetry model)
         "rollup_rows_written": groups.get("rollup_rows_written"),
         # the most the server's rollup buffer held (Arrow bytes; not a difference over the phase)
         "rollup_buffer_peak_mb": round(server.group_commit().get("rollup_max_pending_bytes", 0) / 1e6, 1),

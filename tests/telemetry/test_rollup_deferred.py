@@ -106,7 +106,7 @@ def test_a_flush_of_several_clusters_rolls_each_series_minute_once(deferring):
 def test_a_flush_of_one_sample_per_series_gives_no_band_rates(deferring, monkeypatch):
     """The limit of the deferral, stated in the README: where the buffer fills (or ages) before a
     series has two samples in it -- a fleet pushing more samples per scrape interval than
-    PRECURSOR_ROLLUP_BUFFER_ROWS / 2 -- every flush holds one sample per series-minute, so
+    PRECURSOR_ROLLUP_BUFFER_ROWS holds -- every flush holds one sample per series-minute, so
     samples_1m gets one-sample pieces (rows_written = rows_fed) and band_1m no counter rates."""
     monkeypatch.setenv("PRECURSOR_ROLLUP_BUFFER_ROWS", str(SERIES))  # full after each scrape round
     rollup.discard()
