@@ -2,13 +2,17 @@
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY webapp ./webapp
 COPY telemetry ./telemetry
 COPY investigations ./investigations
 COPY templates ./templates
 COPY manage.py ./
-RUN pip install --no-cache-dir .
+# gcc builds the compiled remote-write scanner (telemetry/ingestion/_rwscan.c), then goes.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir . \
+    && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* \
+    && cd / && python -c "from telemetry.ingestion import _rwscan"
 RUN useradd --system --home /var/lib/precursor precursor && mkdir -p /var/lib/precursor && chown precursor /var/lib/precursor
 USER precursor
 EXPOSE 8000

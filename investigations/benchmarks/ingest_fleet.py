@@ -51,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from telemetry.ingestion import normalize
-from telemetry.ingestion.remote_write import varint
+from telemetry.ingestion.remote_write import COMPILED_SCANNER, varint
 
 CLUSTER = "bench-fleet-rw"
 TEXT_CLUSTER = "bench-fleet-text"
@@ -596,6 +596,7 @@ def _fleet(options: dict, t0: int, progress) -> tuple[Fleet, list[pa.Table], dic
              f"{cache_bytes / cache_series:.1f} bytes/series")
     return fleet, tables, {
         "fleet_series": len(fleet),
+        "compiled_scanner": COMPILED_SCANNER,  # serve inherits this process's environment
         "label_cache_bytes_per_series": round(cache_bytes / cache_series, 1),
         "label_cache_bytes_per_series_bound": normalize.BYTES_PER_SERIES,
         "label_cache_mb_for_fleet": round(cache_bytes / 2**20, 1),

@@ -253,6 +253,7 @@ def run(options: dict, progress) -> dict:
         "batches": rounds,
         "timed_batches": max(1, rounds - 1),  # round 0 warms the label-set caches, untimed
         "stored_rows": stored,
+        "compiled_scanner": remote_write.COMPILED_SCANNER,
         "remote_write_body_bytes": rw_bytes,
         "prometheus_text_body_bytes": text_bytes,
         "raw_insert_rows_per_s": round(raw_rate),  # remote-write batch size

@@ -30,7 +30,10 @@ two independent, process-seeded 64-bit lanes; label sets differing in any byte,
 even only the last, get unrelated values). It returns
 ``None`` for anything it does not fully understand (fields out of order or
 unknown, zero-sample series, exemplars, odd varints, ...): callers then use
-``decode_write_request``, which stays the reference decoder. What it does
+``decode_write_request``, which stays the reference decoder. Two implementations give the
+same arrays and hash lanes: the compiled scanner (``_rwscan.c``: one sequential pass, without
+the GIL, so concurrent pushes decode on both cores) and the numpy one (``scan_write_request_numpy``),
+the fallback where no C compiler built the other. What it does
 return is exact: every series and sample boundary is checked against the
 length prefixes, so a match can only be the real protobuf parse; the label
 bytes themselves are validated by the caller (see ``decode_to_table``).
@@ -48,6 +51,14 @@ from google.protobuf.message import DecodeError
 
 from telemetry.ingestion import limits
 from telemetry.ingestion.errors import IngestError
+
+try:  # the compiled scanner (see scan_write_request); optional at install
+    from telemetry.ingestion import _rwscan
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _rwscan = None
+if os.environ.get("PRECURSOR_COMPILED_SCANNER", "1") == "0":
+    _rwscan = None
+COMPILED_SCANNER = _rwscan is not None
 
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024  # a sender batch is ~MBs; refuse snappy bombs
 
@@ -266,7 +277,37 @@ def _byte(word: np.ndarray, k: int) -> np.ndarray:
 
 
 def scan_write_request(raw: bytes) -> RWScan | None:
-    """Vectorised decode of plainly encoded requests; ``None`` -> use ``decode_raw_write_request``."""
+    """Decode of plainly encoded requests; ``None`` -> use ``decode_raw_write_request``.
+
+    The compiled scanner (``_rwscan``, built at install when a C compiler is there) where it is
+    importable and not switched off (``PRECURSOR_COMPILED_SCANNER=0``), else the numpy scanner:
+    the same arrays and hash lanes for every request either accepts (tests compare them).
+    """
+    if _rwscan is not None:
+        return _scan_compiled(raw)
+    return scan_write_request_numpy(raw)
+
+
+def _scan_compiled(raw: bytes) -> RWScan | None:
+    n = len(raw)
+    if n < 16:
+        return None
+    # A series takes at least 22 bytes (header 2, labels 16, one sample 4), a sample 4.
+    cap_series, cap_samples = n // 22 + 1, n // 4 + 1
+    series = np.empty((5, cap_series), dtype=np.int64)
+    samples = np.empty((2, cap_samples), dtype=np.int64)
+    ka, kb = _position_keys(512)
+    got = _rwscan.scan(raw, ka, kb, int(_SEEDS[0]), int(_SEEDS[1]),
+                       series[0], series[1], series[2], series[3], series[4], samples[0], samples[1])
+    if got is None:
+        return None
+    ns, nm = got
+    return RWScan(series[0, :ns], series[1, :ns], series[2, :ns].view(np.uint64), series[4, :ns],
+                  samples[0, :nm], samples[1, :nm].view("<f8"), series[3, :ns].view(np.uint64))
+
+
+def scan_write_request_numpy(raw: bytes) -> RWScan | None:
+    """The numpy scanner (vectorised; no compiled code): ``scan_write_request``'s fallback."""
     n = len(raw)
     if n < 16:
         return None

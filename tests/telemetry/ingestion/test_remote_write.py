@@ -99,12 +99,30 @@ def test_an_empty_body_is_an_empty_request():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+import os  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from telemetry.ingestion import remote_write  # noqa: E402
 from telemetry.ingestion.remote_write import (  # noqa: E402
     decompress,
     labels_key,
     parse_label_fields,
     scan_write_request,
+    scan_write_request_numpy,
 )
+
+
+def _compiled(raw):
+    if remote_write._rwscan is None:
+        if os.environ.get("CI") == "true":  # CI builds it: a missing scanner there is a broken install
+            pytest.fail("the compiled scanner telemetry.ingestion._rwscan was not built")
+        pytest.skip("the compiled scanner is not built here (no C compiler at install?)")
+    return remote_write._scan_compiled(raw)
+
+
+# Every scanner test runs against both: the compiled scanner and the numpy one it replaces.
+SCANNERS = pytest.mark.parametrize("scan_fn", [_compiled, scan_write_request_numpy], ids=["compiled", "numpy"])
 
 TS_MS = 1_760_000_000_000
 
@@ -113,12 +131,12 @@ def raw_of(series_list):
     return decompress(encode_write_request(series_list))
 
 
-def scanned_series(raw):
+def scanned_series(raw, scan_fn=scan_write_request):
     """The scan's view of a request, as (labels, timestamps, value bits) per series.
 
     ``None`` when the scan or the label check declines (the caller's fallback).
     """
-    scan = scan_write_request(raw)
+    scan = scan_fn(raw)
     if scan is None:
         return None
     out, at = [], 0
@@ -141,7 +159,8 @@ def reference_series(raw_series):
     ]
 
 
-def test_scan_matches_the_reference_decoder_for_plain_requests():
+@SCANNERS
+def test_scan_matches_the_reference_decoder_for_plain_requests(scan_fn):
     lab = {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "gpu-a017"}
     series_list = [
         RWSeries(lab, [TS_MS], [41.0]),
@@ -150,7 +169,7 @@ def test_scan_matches_the_reference_decoder_for_plain_requests():
         RWSeries({"__name__": "node_load1", "instance": "n2:9100"}, [1], [0.0]),
     ]
     raw = raw_of(series_list)
-    assert scanned_series(raw) == reference_series(decode_write_request(encode_write_request(series_list)))
+    assert scanned_series(raw, scan_fn) == reference_series(decode_write_request(encode_write_request(series_list)))
 
 
 @pytest.mark.parametrize(
@@ -162,31 +181,34 @@ def test_scan_matches_the_reference_decoder_for_plain_requests():
         [RWSeries({"__name__": "m", "instance": "h"}, [0], [0.0])],  # empty Sample message
     ],
 )
-def test_scan_declines_what_it_does_not_handle(series_list):
-    assert scan_write_request(raw_of(series_list)) is None
+@SCANNERS
+def test_scan_declines_what_it_does_not_handle(series_list, scan_fn):
+    assert scan_fn(raw_of(series_list)) is None
 
 
-def test_scan_declines_metadata_and_fields_out_of_order():
+@SCANNERS
+def test_scan_declines_metadata_and_fields_out_of_order(scan_fn):
     req = WriteRequest()
     ts = req.timeseries.add()
     ts.labels.add(name="__name__", value="metric_name_x")
     ts.labels.add(name="instance", value="host-1")
     ts.samples.add(value=1.0, timestamp=TS_MS)
     plain = req.SerializeToString()
-    assert scan_write_request(plain) is not None
-    assert scan_write_request(plain + b"\x1a\x02\x08\x01") is None  # metadata field 3
+    assert scan_fn(plain) is not None
+    assert scan_fn(plain + b"\x1a\x02\x08\x01") is None  # metadata field 3
     series_bytes = ts.SerializeToString()
     label_part, sample_part = series_bytes[: len(series_bytes) - 18], series_bytes[-18:]
     swapped = sample_part + label_part  # samples before labels: valid protobuf, not the plain layout
     body = b"\x0a" + bytes([len(swapped)]) + swapped
-    assert scan_write_request(body) is None
+    assert scan_fn(body) is None
 
 
-def test_label_bytes_that_look_like_samples_do_not_fool_the_scan():
+@SCANNERS
+def test_label_bytes_that_look_like_samples_do_not_fool_the_scan(scan_fn):
     tricky = "a\x12\x10\x09" + "\x00" * 8 + "\x10" + "\x7f"  # a sample-shaped label value
     series_list = [RWSeries({"__name__": "m", "instance": "h", "x": tricky}, [TS_MS], [3.0])] * 2
     raw = raw_of(series_list)
-    got = scanned_series(raw)
+    got = scanned_series(raw, scan_fn)
     if got is not None:  # when the scan accepts it, it must be exactly right
         assert got == reference_series(decode_write_request(encode_write_request(series_list)))
 
@@ -217,12 +239,13 @@ plain_series = st.builds(
 )
 
 
+@SCANNERS
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(plain_series, min_size=1, max_size=6))
-def test_scan_agrees_with_the_reference_decoder_whenever_it_answers(series_list):
+def test_scan_agrees_with_the_reference_decoder_whenever_it_answers(scan_fn, series_list):
     raw = raw_of(series_list)
-    got = scanned_series(raw)
+    got = scanned_series(raw, scan_fn)
     if got is not None:
         assert got == reference_series(decode_raw_write_request_(raw))
 
@@ -233,15 +256,16 @@ def decode_raw_write_request_(raw):
     return decode_raw_write_request(raw)
 
 
+@SCANNERS
 @pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(plain_series, min_size=1, max_size=4), st.data())
-def test_scan_of_corrupted_requests_never_raises_and_never_lies(series_list, data):
+def test_scan_of_corrupted_requests_never_raises_and_never_lies(scan_fn, series_list, data):
     raw = bytearray(raw_of(series_list))
     for _ in range(data.draw(st.integers(1, 3))):
         raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
     raw = bytes(raw)
-    scan = scan_write_request(raw)  # must not raise
+    scan = scan_fn(raw)  # must not raise
     if scan is None:
         return
     try:
@@ -264,10 +288,10 @@ def test_scan_of_corrupted_requests_never_raises_and_never_lies(series_list, dat
 
 
 @pytest.mark.parametrize("shift", range(1, 9))
-def test_a_label_set_fingerprints_the_same_wherever_it_sits_in_the_body(shift):
+@SCANNERS
+def test_a_label_set_fingerprints_the_same_wherever_it_sits_in_the_body(shift, scan_fn):
     # proto3 omits zero values, so a label set's offset moves between pushes; the cache key must not.
-    from telemetry.ingestion.remote_write import scan_write_request
-
+    scan_write_request = scan_fn
     target = RWSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "3", "Hostname": "gpu-a017"}, [1000], [41.0])
     pad = RWSeries({"__name__": "pad", "instance": "x" * shift}, [1000], [1.0])
     plain = scan_write_request(bytes(cramjam.snappy.decompress_raw(encode_write_request([target]))))
@@ -276,3 +300,76 @@ def test_a_label_set_fingerprints_the_same_wherever_it_sits_in_the_body(shift):
     assert moved.label_start[1] != plain.label_start[0]
     assert moved.fingerprint[1] == plain.fingerprint[0]
     assert moved.fingerprint[0] != moved.fingerprint[1]
+
+
+def _same_scan(a, b):
+    """Both scanners' answers, array for array and bit for bit (values compared as their bits)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return all(np.array_equal(x.view(np.uint64) if x.dtype.kind == "f" else x,
+                              y.view(np.uint64) if y.dtype.kind == "f" else y) for x, y in zip(a, b))
+
+
+def test_both_scanners_give_the_same_arrays_and_hash_lanes_for_a_fleet_shaped_request():
+    # DCGM series as dcgm-exporter labels them, node_exporter series that differ only in their
+    # last bytes (temp2 / temp5), one series with several samples and a stale marker.
+    body = []
+    for g in range(8):
+        for field in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS"):
+            body.append(RWSeries({"__name__": field, "gpu": str(g), "UUID": f"GPU-5f2e-{g}",
+                                  "pci_bus_id": f"00000000:{0x18 + g:02X}:00.0", "device": f"nvidia{g}",
+                                  "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "gpu-a017"},
+                                 [TS_MS + g], [40.0 + g]))
+    for sensor in ("temp2", "temp5"):
+        body.append(RWSeries({"__name__": "node_hwmon_temp_celsius", "chip": "platform_coretemp_0",
+                              "instance": "gpu-a017:9100", "job": "node", "sensor": sensor}, [TS_MS], [51.0]))
+    body.append(RWSeries({"__name__": "node_load1", "instance": "gpu-a017:9100", "job": "node"},
+                         [TS_MS, TS_MS + 15000, TS_MS + 30000], [1.5, STALE, 0.0]))
+    raw = raw_of(body)
+    compiled, numpy_scan = _compiled(raw), scan_write_request_numpy(raw)
+    assert compiled is not None and numpy_scan is not None
+    assert _same_scan(compiled, numpy_scan)
+    temp2, temp5 = len(body) - 3, len(body) - 2
+    assert compiled.fingerprint[temp2] != compiled.fingerprint[temp5]
+    assert compiled.fingerprint2[temp2] != compiled.fingerprint2[temp5]
+    assert scanned_series(raw, _compiled) == reference_series(decode_write_request(encode_write_request(body)))
+
+
+def test_the_compiled_scanner_hashes_label_sets_longer_than_its_key_table():
+    # Position keys past the table the caller passes are computed in C: same lanes as numpy's.
+    long_labels = {"__name__": "m", "instance": "h", **{f"k{i:03d}": "v" * 40 for i in range(120)}}
+    raw = raw_of([RWSeries(long_labels, [TS_MS], [1.0])])
+    compiled = _compiled(raw)
+    assert compiled is not None and compiled.label_end[0] - compiled.label_start[0] > 8 * 512
+    assert _same_scan(compiled, scan_write_request_numpy(raw))
+
+
+def _effective(scan, raw):
+    """What the caller makes of a scan: ``None`` where it declines, or where a label section it
+    returns is not label fields (the numpy scanner can return one holding an empty Sample; the
+    caller's label check then takes the reference path, as the compiled scanner does at once)."""
+    if scan is None:
+        return None
+    for i in range(len(scan.counts)):
+        try:
+            if parse_label_fields(raw[int(scan.label_start[i]) : int(scan.label_end[i])], i) is None:
+                return None
+        except IngestError:
+            return None
+    return scan
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(plain_series, min_size=1, max_size=6), st.data())
+def test_both_scanners_agree_on_plain_and_corrupted_requests(series_list, data):
+    raw = raw_of(series_list)
+    assert _same_scan(_effective(_compiled(raw), raw), _effective(scan_write_request_numpy(raw), raw))
+    broken = bytearray(raw)
+    for _ in range(data.draw(st.integers(1, 3))):
+        broken[data.draw(st.integers(0, len(broken) - 1))] = data.draw(st.integers(0, 255))
+    broken = bytes(broken)
+    compiled = _effective(_compiled(broken), broken)
+    numpy_scan = _effective(scan_write_request_numpy(broken), broken)
+    if compiled is not None and numpy_scan is not None:
+        assert _same_scan(compiled, numpy_scan)
