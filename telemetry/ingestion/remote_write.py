@@ -302,8 +302,11 @@ def _scan_compiled(raw: bytes) -> RWScan | None:
     if got is None:
         return None
     ns, nm = got
-    return RWScan(series[0, :ns], series[1, :ns], series[2, :ns].view(np.uint64), series[4, :ns],
-                  samples[0, :nm], samples[1, :nm].view("<f8"), series[3, :ns].view(np.uint64))
+    # Compact copies: views would keep the whole over-sized buffers alive as long as the rows
+    # (Arrow wraps numeric arrays without copying; the rollup buffer holds them for a minute).
+    s = series[:, :ns].copy()
+    m = samples[:, :nm].copy()
+    return RWScan(s[0], s[1], s[2].view(np.uint64), s[4], m[0], m[1].view("<f8"), s[3].view(np.uint64))
 
 
 def scan_write_request_numpy(raw: bytes) -> RWScan | None:
