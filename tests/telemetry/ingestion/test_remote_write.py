@@ -373,3 +373,25 @@ def test_both_scanners_agree_on_plain_and_corrupted_requests(series_list, data):
     numpy_scan = _effective(scan_write_request_numpy(broken), broken)
     if compiled is not None and numpy_scan is not None:
         assert _same_scan(compiled, numpy_scan)
+
+
+def _root(arr):
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def test_the_compiled_scanner_returns_compact_arrays_not_views_of_its_scratch_buffers():
+    # Its scratch buffers are sized for the worst case (a sample per 4 bytes of body); the stored
+    # tables wrap the returned arrays without copying, and the rollup buffer keeps them a minute:
+    # views would keep ~20x the rows' memory alive (bench ingest-fleet: peak RSS +900 MB).
+    body = [RWSeries({"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": str(g), "Hostname": "gpu-a017",
+                      "UUID": f"GPU-{g:08d}"}, [TS_MS], [40.0 + g]) for g in range(64)]
+    raw = raw_of(body)
+    scan = _compiled(raw)
+    assert scan is not None and len(scan.values) == 64
+    for arr in (scan.timestamps, scan.values):
+        assert _root(arr).nbytes <= 2 * 8 * 64  # timestamps and values of 64 samples, nothing more
+    for arr in (scan.label_start, scan.label_end, scan.fingerprint, scan.fingerprint2, scan.counts):
+        assert _root(arr).nbytes <= 5 * 8 * 64
+    assert len(raw) // 4 > 2 * 64  # (the scratch buffer would have been larger: the check can fail)
