@@ -307,6 +307,11 @@ def ingest_stats(request):
                        "flushes": held.flushes if held else 0, "rows_fed": held.rows_fed if held else 0,
                        "rows_written": held.rows_written if held else 0,
                        "max_pending_bytes": held.max_pending_bytes if held else 0}
+    # which remote-write scanner this process decodes with: the compiled one, or its numpy twin
+    # where no C compiler built it at install (same rows, ~1 ms more CPU per 2,000-sample push)
+    from telemetry.ingestion import remote_write
+
+    stats["remote_write_scanner"] = "compiled" if remote_write.COMPILED_SCANNER else "numpy"
     return stats
 
 
