@@ -16,6 +16,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Words and values are read with memcpy as little-endian: on any other host the build fails
+ * (the extension is optional) and the numpy scanner, which states its byte order, runs instead. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "_rwscan reads little-endian words: not built on this host"
+#endif
+
 static inline uint64_t fmix(uint64_t x)
 {
     x ^= x >> 33;
@@ -31,7 +37,7 @@ static inline uint64_t load_le(const uint8_t *p, Py_ssize_t avail)
     /* little-endian word of the next min(avail, 8) bytes, zeros past them */
     uint64_t w = 0;
     if (avail >= 8) {
-        memcpy(&w, p, 8); /* x86 and arm64 hosts are little-endian */
+        memcpy(&w, p, 8); /* little-endian host: see the check above */
     } else {
         for (Py_ssize_t i = avail - 1; i >= 0; i--) w = (w << 8) | p[i];
     }
@@ -118,7 +124,7 @@ static int scan(const uint8_t *buf, Py_ssize_t n, const keys_t *keys,
             uint64_t v = 0, t = 0;
             if (*q == 0x09) {
                 if (e - q < 9) return 0;
-                memcpy(&v, q + 1, 8); /* exact bits; x86 and arm64 hosts are little-endian */
+                memcpy(&v, q + 1, 8); /* exact bits (little-endian host) */
                 q += 9;
             }
             if (q < e) {
