@@ -163,10 +163,17 @@ def prometheus_text_to_table(
                 ts[list(rows)] = own
             idx = np.array(ids, dtype=np.int64)
             host = t.default_host_for(idx, default_host)
-            result = _build_coded(t, idx, ts, np.array(values, dtype=np.float64),
-                                  host_for_default=host)._replace(label_sets=t.label_sets(idx))
-            if page[1] is not None:
-                t.remember_template(text, page, idx, host)
+            vals = np.array(values, dtype=np.float64)
+            result = _build_coded(t, idx, ts, vals, host_for_default=host)._replace(label_sets=t.label_sets(idx))
+            made = t.remember_template(text, page, idx, host) if page[1] is not None else None
+            if (made is not None and not stamps and result.table.num_rows == len(idx)
+                    and np.isfinite(result.table.column("value").to_numpy()).all()):  # nothing for drop_no_data
+                # The row-key merges of every later scrape the template reads in full (its key
+                # columns at one timestamp), found once here instead of on its first read.
+                from telemetry.ingestion.service import _merges  # the service's own rule
+
+                made.merged = _merges(result.table)
+                result = result._replace(merged=made.merged)
             return result
     samples = prometheus_text.parse_exposition(text, default_ts_ms=default_ts_ms)
     return prom_samples_to_table(samples, cluster=cluster, default_host=default_host)
@@ -271,21 +278,22 @@ class _TextSeries:
         self.size += 1
         return i
 
-    def remember_template(self, text: str, page: tuple, idx: np.ndarray, host: str | None) -> None:
-        """After a full scan: the page's shape (``_TextTemplate``) for its next scrapes; a page is
-        (default host, head of its first sample line). A page that changed waits ``waits[page]``
-        full scans before it is tried again."""
+    def remember_template(self, text: str, page: tuple, idx: np.ndarray, host: str | None) -> _TextTemplate | None:
+        """After a full scan: the page's shape (``_TextTemplate``) for its next scrapes (returned,
+        or None when none was made); a page is (default host, head of its first sample line). A
+        page that changed waits ``waits[page]`` full scans before it is tried again."""
         wait = self.waits.get(page)
         if wait is not None and wait[0] > 0:
             wait[0] -= 1
-            return
+            return None
         shape = prometheus_text.template_of(text, len(idx))
         if shape is None:
             self.changed(page)
-            return
+            return None
         if len(self.templates) >= _TEMPLATES_MAX:
             self.templates.clear()
-        self.templates[page] = _TextTemplate(self, shape, idx, host)
+        made = self.templates[page] = _TextTemplate(self, shape, idx, host)
+        return made
 
     def changed(self, page: tuple) -> None:
         """The page's template no longer fits (or cannot be made): dropped, and the next try

@@ -726,3 +726,62 @@ def test_pages_of_one_sender_each_keep_their_template():
             got, err = exposition_fast(body, cluster, "h")
             assert err is None and got.table.equals(exposition_reference(body, cluster, "h")[0].table)
     assert normalize._text_contexts[cluster].template_hits == 2 * 5
+
+
+def test_steady_scrapes_read_side_by_side_give_the_reference_rows():
+    """Scrapes of 8 hosts posted from 8 threads at once (as relays do), values changing every
+    round, each give exactly the reference rows, and every scrape after a host's template was
+    made is read through it."""
+    import threading
+
+    cluster = f"tmpl{next(_clusters)}"
+    hosts = [f"h{k}" for k in range(8)]
+    for h in hosts:  # a full scan that leaves each host's template
+        for _ in range(2):
+            prometheus_text_to_table(TEMPLATE_BODY, cluster=cluster, default_host=h, default_ts_ms=TS)
+    ctx = normalize._text_contexts[cluster]
+    hits, rounds = ctx.template_hits, 25
+    start, failures = threading.Barrier(len(hosts)), []
+
+    def scrape(h: str, k: int) -> None:
+        start.wait()
+        for r in range(rounds):
+            body = TEMPLATE_BODY.replace("} 41\n", f"}} {k}.{r}\n").replace("node_load1 0.5", f"node_load1 {r}e-3")
+            got, err = exposition_fast(body, cluster, h)
+            ref, ref_err = exposition_reference(body, cluster, h)
+            if err != ref_err or not got.table.equals(ref.table):
+                failures.append((h, r, err, ref_err))
+
+    threads = [threading.Thread(target=scrape, args=(h, k)) for k, h in enumerate(hosts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert ctx.template_hits - hits == len(hosts) * rounds
+
+
+def test_row_key_merges_of_a_template_are_found_at_its_making_and_stay_exact():
+    """Two series that differ only in a label that is not stored share a row key: the scan that
+    makes the host's template already carries the merges, and each read through the template
+    carries the same, which is what the service's rule finds on the reference rows; a scrape
+    whose timestamps are its own takes no remembered merges."""
+    from telemetry.ingestion.service import _merges
+
+    cluster = f"tmpl{next(_clusters)}"
+    body = ('DCGM_FI_DEV_GPU_TEMP{gpu="0",slot="3"} 40\nDCGM_FI_DEV_GPU_TEMP{gpu="0",slot="4"} 41\n'
+            'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 42\n')
+    expected = _merges(exposition_reference(body, cluster, "h")[0].table)
+    assert expected[0] == 1 and expected[1] == frozenset({"gpu.temp"})
+    for _ in range(3):  # full scans until one leaves the template: that scan's result has the merges
+        made = prometheus_text_to_table(body, cluster=cluster, default_host="h", default_ts_ms=TS)
+        ctx = normalize._text_contexts[cluster]
+        if ("h", first_head(body)) in ctx.templates:
+            break
+    assert ctx.template_hits == 0 and made.merged == expected
+    for v in ("43", "44.5"):
+        hits = normalize._text_contexts[cluster].template_hits
+        got = prometheus_text_to_table(body.replace("42", v), cluster=cluster, default_host="h", default_ts_ms=TS)
+        assert normalize._text_contexts[cluster].template_hits == hits + 1 and got.merged == expected
+    own = body.replace(" 42\n", f" 42 {TS - 1000}\n")
+    assert prometheus_text_to_table(own, cluster=cluster, default_host="h", default_ts_ms=TS).merged is None
