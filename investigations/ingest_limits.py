@@ -132,7 +132,7 @@ def read_body(request: HttpRequest, *, allow_gzip: bool = False) -> bytes:
     if len(data) > limit:
         raise Refused(error_response(413, f"body over the limit of {limit} bytes", field="body",
                                      reason="too large: split the batch"))
-    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
     if allow_gzip and encoding in ("gzip", "x-gzip"):
         try:
             data = limits.decode_gzip(data, limit)  # to its end: a truncated stream is refused

@@ -81,6 +81,9 @@ class Entry:
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     result: object = None
+    # set when the entry is stored (or failed), or when its caller is to lead the next flush
+    wake: threading.Event = field(default_factory=threading.Event)
+    promoted: bool = False
 
 
 class Batcher:
@@ -90,6 +93,10 @@ class Batcher:
     ``result``), or raises what that flush raised. The first caller that finds no flush running
     becomes the leader: it takes everything queued (up to ``max_weight``) and flushes it in one
     go; callers arriving meanwhile queue up behind it and the next leader flushes them together.
+    A caller waits on its own entry's event, not on the leader's lock: when a flush ends, its
+    entries' callers wake at once, and the leader hands the lead to the caller of the first entry
+    still queued (earlier, every waiting caller took the leader's lock in turn only to find its
+    entry stored: a chain of thread switches, under the interpreter lock, after every insert).
     """
 
     def __init__(self, flush: Callable[[list[Entry]], None], *, max_weight: int,
@@ -98,7 +105,8 @@ class Batcher:
         self.max_weight = max_weight
         self.lock = lock or threading.Lock()  # the queue (callers may hold it to queue atomically)
         self._changed = threading.Condition(self.lock)  # an entry queued, or a caller stopped arriving
-        self._commit_lock = threading.Lock()  # one leader (one flush) at a time
+        self._leading = False  # a flush is running, or its lead was handed to a queued entry's caller
+        self._lingering = 0  # leaders waiting for callers still arriving (``_linger``)
         self.queue: list[Entry] = []
         self.linger_s = linger_s  # how long a leader waits for callers still arriving
         self.linger_weight = linger_weight or max_weight  # ... unless this much is queued already
@@ -130,7 +138,8 @@ class Batcher:
         if getattr(self._local, "arriving", False):
             self._local.arriving = False
             self._arriving -= 1
-            self._changed.notify_all()
+            if self._lingering:  # nobody waits on the condition otherwise
+                self._changed.notify_all()
 
     def enqueue_locked(self, entry: Entry) -> None:
         """Queue ``entry`` (the caller holds ``lock``)."""
@@ -143,11 +152,26 @@ class Batcher:
         return self.wait(entry)
 
     def wait(self, entry: Entry) -> object:
-        while not entry.done.is_set():
-            with self._commit_lock:
+        while True:
+            with self.lock:
                 if entry.done.is_set():
                     break
+                lead = entry.promoted or not self._leading
+                self._leading = True
+                entry.promoted = False
+                entry.wake.clear()
+            if not lead:
+                entry.wake.wait()  # stored, or this caller leads the next flush
+                continue
+            try:
                 self._flush_once()
+            finally:
+                with self.lock:
+                    self._leading = False
+                    if self.queue:  # the next flush: led by the first queued entry's caller
+                        head = self.queue[0]
+                        head.promoted = self._leading = True
+                        head.wake.set()
         if entry.error is not None:
             raise entry.error
         return entry.result
@@ -167,11 +191,15 @@ class Batcher:
             return
         deadline = time.monotonic() + self.linger_s
         with self.lock:
-            while self._arriving > 0 and sum(e.weight for e in self.queue) < self.linger_weight:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(left)
+            self._lingering += 1
+            try:
+                while self._arriving > 0 and sum(e.weight for e in self.queue) < self.linger_weight:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._changed.wait(left)
+            finally:
+                self._lingering -= 1
 
     def _flush_once(self) -> None:
         self._linger()
@@ -186,6 +214,7 @@ class Batcher:
         finally:
             for e in batch:
                 e.done.set()
+                e.wake.set()
 
     def queued_weight(self) -> int:
         with self.lock:

@@ -83,6 +83,10 @@ class NormalizeResult(NamedTuple):
     labels_not_stored: Mapping[str, int] = {}  # label -> series of this batch carrying it (never mutated)
     label_sets: Callable[[], list[tuple]] | None = None  # text: (name, labels) of the batch's series
     merged: tuple | None = None  # text template: the row-key merges (service._merges), when known
+    # What is known of the rows without reading them again (a text template's steady scrape): the
+    # lowest and highest ``ts`` (ms), and whether every value is finite (nothing for drop_no_data)
+    ts_span: tuple[int, int] | None = None
+    finite: bool = False
 
 
 class _Series(NamedTuple):
@@ -392,13 +396,15 @@ class _TextTemplate:
             value = pa.array(vals[keep], type=pa.float64())
         table = pa.Table.from_arrays([ts.cast(schema.TS), *columns, value], schema=schema.SAMPLES)
         merged = None
+        finite = False
         if kept == n and own_ts is None and np.isfinite(vals).all():  # nothing for limits.drop_no_data either
             if self.merged is None:
                 from telemetry.ingestion.service import _merges  # the service's own rule
                 self.merged = _merges(table)
-            merged = self.merged
+            merged, finite = self.merged, True
         return NormalizeResult(table, n - kept, set(self.unknown), labels_not_stored=self.not_stored,
-                               label_sets=self.label_sets, merged=merged)
+                               label_sets=self.label_sets, merged=merged, finite=finite,
+                               ts_span=(default_ts_ms, default_ts_ms) if own_ts is None else None)
 
 
 # Host templates per context before they start over: ~26 bytes per sample line of the host's scrape

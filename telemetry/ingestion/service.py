@@ -151,15 +151,17 @@ def _check_cluster(cluster: str) -> str:
 
 
 def _retained(table: pa.Table, table_name: str, skip_expired: bool = False,
-              column: str = "ts") -> tuple[pa.Table, int]:
+              column: str = "ts", ts_span: tuple[int, int] | None = None) -> tuple[pa.Table, int]:
     """(rows to write, rows left out) against the table's retention (its TTL as stored, not the
     setting). Rows the store would drop on arrival refuse the batch, since "ingested" then 0
     stored is a lie, unless the sender asked to leave them out (``skip_expired``): then they
-    are left out here and counted in the report's ``expired``."""
+    are left out here and counted in the report's ``expired``. ``ts_span``: the lowest and
+    highest ``column`` where the caller knows them (a bound: the rows are read only when the
+    lowest is past the cutoff)."""
     if table.num_rows == 0:
         return table, 0
     cutoff_ms = retention.oldest_kept_ms(table_name, _now_ms())
-    if cutoff_ms is None:
+    if cutoff_ms is None or (ts_span is not None and ts_span[0] >= cutoff_ms):
         return table, 0
     as_ms = table.column(column).cast(pa.int64())
     old = pc.less(as_ms, cutoff_ms)
@@ -193,6 +195,7 @@ class ParsedSamples(NamedTuple):
     merged_series: int
     inventory: tuple = ()  # identity labels of new label sets (telemetry.ingestion.inventory)
     merged_by: dict[str, int] = {}  # label -> series, among merged series it tells apart (never mutated)
+    ts_span: tuple[int, int] | None = None  # lowest and highest ts (ms) where known (normalize.NormalizeResult)
 
 
 _KEY = ["cluster", "host", "component", "metric", "ts"]
@@ -274,14 +277,15 @@ def _with_merges(result: normalize.NormalizeResult, label_sets, cluster: str,
                 _MERGE_LABELS.clear()
             _MERGE_LABELS[key] = labels
     return ParsedSamples(result.table, result.dropped_blank, result.unknown_metrics,
-                         dict(result.labels_not_stored), merged, tuple(getattr(result, "inventory", ())), labels)
+                         dict(result.labels_not_stored), merged, tuple(getattr(result, "inventory", ())), labels,
+                         result.ts_span)
 
 
 def write_samples(result: normalize.NormalizeResult | ParsedSamples, fmt: str, cluster: str, tag: str, *,
                   skip_expired: bool = False) -> IngestReport:
     """Write a parsed and normalised batch (the second half of ``ingest_prometheus_text``/``ingest_remote_write``)."""
     table = writer.conform("samples", result.table)  # validate before anything is sent
-    table, expired = _retained(table, "samples", skip_expired)
+    table, expired = _retained(table, "samples", skip_expired, ts_span=getattr(result, "ts_span", None))
     # Stored together with the other requests queued meanwhile; returns once stored (see group_commit).
     group_commit.committer("samples").submit(table, tag=tag)
     rows = {"samples": table.num_rows}
@@ -319,8 +323,9 @@ def parse_prometheus_text(
 def _readings(result: normalize.NormalizeResult) -> normalize.NormalizeResult:
     """The one rule for readings (``limits``): non-finite values dropped as no data,
     times outside the window and names outside the grammar refused."""
-    table, dropped = limits.drop_no_data(result.table)
-    limits.check_table("samples", table, names_checked=True)  # names: once per label set, in normalize
+    table, dropped = (result.table, 0) if result.finite else limits.drop_no_data(result.table)
+    # names: once per label set, in normalize; times: from ts_span where the parser knows it
+    limits.check_table("samples", table, names_checked=True, ts_span=result.ts_span)
     return result._replace(table=table, dropped_blank=result.dropped_blank + dropped)
 
 

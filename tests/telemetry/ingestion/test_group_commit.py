@@ -344,3 +344,84 @@ def test_the_commit_delay_setting_is_read_and_bad_values_are_named(monkeypatch):
         with pytest.raises(ValueError, match="PRECURSOR_INGEST_COMMIT_DELAY_MS"):
             group_commit.commit_delay_s()
 
+
+
+def test_the_lead_is_handed_to_the_first_queued_caller_and_the_others_wake_on_their_own_entry():
+    """Callers queued behind a running flush wait on their own entry: when it ends, the caller of
+    the first entry still queued leads the next flush (one flush for all of them, the flushes never
+    overlap) and the others are answered by it, none left waiting for another turn."""
+    from telemetry.ingestion.group_commit import Batcher, Entry
+
+    entered, release = threading.Event(), threading.Event()
+    flushes: list[tuple[str, list[str]]] = []
+    active = [0]
+
+    def flush(batch):
+        active[0] += 1
+        assert active[0] == 1, "two flushes at once"
+        if not flushes:
+            entered.set()
+            release.wait(30)
+        flushes.append((threading.current_thread().name, [e.key for e in batch]))
+        for e in batch:
+            e.result = f"stored {e.key}"
+        active[0] -= 1
+
+    batcher = Batcher(flush, max_weight=3)
+    results: dict = {}
+
+    def caller(key):
+        results[key] = batcher.submit(Entry(key, None))
+
+    threads = [threading.Thread(target=caller, args=("first",), name="first")]
+    threads[0].start()
+    entered.wait(30)
+    for key in ("a", "b", "c", "d"):  # four queued behind it, more than one flush holds (3)
+        t = threading.Thread(target=caller, args=(key,), name=key)
+        threads.append(t)
+        t.start()
+        wait_until(lambda k=key: any(e.key == k for e in batcher.queue), f"{key} queued")
+    release.set()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    assert results == {k: f"stored {k}" for k in ("first", "a", "b", "c", "d")}
+    # the lead went to a's caller (the head of the queue), then to d's (left over past max_weight)
+    assert flushes == [("first", ["first"]), ("a", ["a", "b", "c"]), ("d", ["d"])]
+
+
+def test_many_concurrent_callers_are_each_flushed_once_and_all_answered():
+    from telemetry.ingestion.group_commit import Batcher, Entry
+
+    seen: list[str] = []
+    active = [0]
+    lock = threading.Lock()
+
+    def flush(batch):
+        with lock:
+            active[0] += 1
+            assert active[0] == 1, "two flushes at once"
+        time.sleep(0.002)
+        seen.extend(e.key for e in batch)
+        with lock:
+            active[0] -= 1
+
+    batcher = Batcher(flush, max_weight=8, linger_s=0.001)
+    errors: list[BaseException] = []
+
+    def sender(i):
+        try:
+            for k in range(40):
+                with batcher.arriving():
+                    batcher.submit(Entry(f"{i}-{k}", None))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=sender, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive()
+    assert errors == []
+    assert sorted(seen) == sorted(f"{i}-{k}" for i in range(16) for k in range(40))  # each once

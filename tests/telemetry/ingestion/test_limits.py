@@ -83,3 +83,28 @@ def test_every_catalog_metric_fits_the_metric_grammar():
     from telemetry import catalog
 
     assert catalog.CATALOG and all(names.is_metric(name) for name in catalog.CATALOG)
+
+
+def test_a_known_time_span_spares_reading_the_rows_but_never_a_refusal():
+    """check_table's ``ts_span`` (a text template's scrape knows its one timestamp): inside the
+    window the rows are not read again; a span that leaves it is only a bound, so the rows are
+    read and the bad one named as without it — a wrong span never lets a bad row through."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from telemetry import schema
+
+    good = int(dt.datetime(2026, 11, 2, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    bad = int(dt.datetime(1999, 12, 31, tzinfo=dt.timezone.utc).timestamp() * 1000)
+
+    def table(ts):
+        return pa.table({"ts": pa.array(ts, pa.int64()).cast(schema.TS), "cluster": ["c"] * len(ts),
+                         "host": ["h"] * len(ts), "component": [""] * len(ts), "metric": ["gpu.temp"] * len(ts),
+                         "value": [1.0] * len(ts)})
+
+    limits.check_table("samples", table([good, good]), names_checked=True, ts_span=(good, good))
+    with pytest.raises(IngestError, match=r"row 2 of the batch: time 1999-12-31.*outside the accepted window"):
+        limits.check_table("samples", table([good, bad]), names_checked=True, ts_span=(bad, good))
+    with pytest.raises(IngestError, match=r"row 2 of the batch"):  # without a span: the same answer
+        limits.check_table("samples", table([good, bad]), names_checked=True)

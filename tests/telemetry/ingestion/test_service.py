@@ -416,3 +416,26 @@ def test_mlx5_link_lines_are_stored_as_link_events_on_the_nic_the_inventory_name
     assert store.query_rows("SELECT component, kind, severity, attributes['netdev'] FROM events ORDER BY ts",
                             tag="test") == [("mlx5_3", "link_down", "error", "ibp26s0"),
                                             ("enp193s0", "link_down", "error", "enp193s0")]
+
+
+def test_a_steady_scrape_read_through_its_template_is_checked_as_a_full_parse_is(clean_store):
+    """The template path tells the checks what it knows (its one timestamp, every value finite)
+    so they need not read the rows again; where it cannot vouch (a NaN among the values) the rows
+    are read as in a full parse and the blank value dropped and counted."""
+    import datetime as dt
+
+    from telemetry.ingestion import normalize, service
+
+    def body(nan_at=None):
+        return "".join(f'DCGM_FI_DEV_GPU_TEMP{{gpu="{g}",Hostname="tpl-1"}} {"NaN" if g == nan_at else 40 + g}\n'
+                       for g in range(8))
+
+    now = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+    for k in range(3):  # the first scans make the template, the later ones read through it
+        parsed = service.parse_prometheus_text(body(), "tpl", None, now + 1000 * k)
+    hits = normalize._text_contexts["tpl"].template_hits
+    assert hits >= 1 and parsed.ts_span == (now + 2000, now + 2000)
+    assert service.write_samples(parsed, "prometheus", "tpl", "test").rows["samples"] == 8
+    blank = service.parse_prometheus_text(body(nan_at=3), "tpl", None, now + 3000)
+    assert normalize._text_contexts["tpl"].template_hits == hits + 1  # still the template path
+    assert blank.table.num_rows == 7 and blank.dropped_blank == 1
