@@ -311,9 +311,10 @@ def ingest_stats(request):
                        "max_pending_bytes": held.max_pending_bytes if held else 0}
     # which remote-write scanner this process decodes with: the compiled one, or its numpy twin
     # where no C compiler built it at install (same rows, ~1.6 ms more CPU to decode a 2,000-sample push)
-    from telemetry.ingestion import remote_write
+    from telemetry.ingestion import prometheus_text, remote_write
 
     stats["remote_write_scanner"] = "compiled" if remote_write.COMPILED_SCANNER else "numpy"
+    stats["text_template_read"] = "compiled" if prometheus_text.COMPILED_TEMPLATE_READ else "numpy"
     return stats
 
 

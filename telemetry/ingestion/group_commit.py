@@ -161,7 +161,8 @@ class Batcher:
                 entry.promoted = False
                 entry.wake.clear()
             if not lead:
-                entry.wake.wait()  # stored, or this caller leads the next flush
+                # stored, or this caller leads the next flush (the timeout only bounds a lost wake-up)
+                entry.wake.wait(1.0)
                 continue
             try:
                 self._flush_once()
@@ -212,9 +213,10 @@ class Batcher:
             for e in batch:
                 e.error = exc
         finally:
-            for e in batch:
-                e.done.set()
-                e.wake.set()
+            with self.lock:  # under the lock: a caller checks ``done`` and clears ``wake`` under it
+                for e in batch:
+                    e.done.set()
+                    e.wake.set()
 
     def queued_weight(self) -> int:
         with self.lock:
