@@ -107,6 +107,7 @@ class Batcher:
         self._changed = threading.Condition(self.lock)  # an entry queued, or a caller stopped arriving
         self._leading = False  # a flush is running, or its lead was handed to a queued entry's caller
         self._lingering = 0  # leaders waiting for callers still arriving (``_linger``)
+        self.wake_net_s = 1.0  # a waiting caller looks again after this long (a net; tests raise it)
         self.queue: list[Entry] = []
         self.linger_s = linger_s  # how long a leader waits for callers still arriving
         self.linger_weight = linger_weight or max_weight  # ... unless this much is queued already
@@ -159,10 +160,13 @@ class Batcher:
                 lead = entry.promoted or not self._leading
                 self._leading = True
                 entry.promoted = False
-                entry.wake.clear()
             if not lead:
-                # stored, or this caller leads the next flush (the timeout only bounds a lost wake-up)
-                entry.wake.wait(1.0)
+                # Cleared first, then ``done`` and ``promoted`` read: both are set before ``wake``
+                # (stored: by the flush; promoted: under the lock), so neither is missed; woken, the
+                # loop decides under the lock (the timeout only bounds a wake-up lost some other way).
+                entry.wake.clear()
+                if not (entry.done.is_set() or entry.promoted):
+                    entry.wake.wait(self.wake_net_s)
                 continue
             try:
                 self._flush_once()
@@ -213,10 +217,9 @@ class Batcher:
             for e in batch:
                 e.error = exc
         finally:
-            with self.lock:  # under the lock: a caller checks ``done`` and clears ``wake`` under it
-                for e in batch:
-                    e.done.set()
-                    e.wake.set()
+            for e in batch:  # ``done`` before ``wake``: a waiting caller clears ``wake``, then reads ``done``
+                e.done.set()
+                e.wake.set()
 
     def queued_weight(self) -> int:
         with self.lock:
