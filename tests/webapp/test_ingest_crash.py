@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -15,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.webapp.test_serve import REPO, free_port, manage
+from tests.webapp.test_serve import manage, start_serve
 
 pytestmark = pytest.mark.slow  # see ./precursor test --fast
 
@@ -27,32 +25,13 @@ def scrape(host: str) -> bytes:
     return "".join(f'DCGM_FI_DEV_GPU_TEMP{{gpu="{g}",Hostname="{host}"}} {40 + g}\n' for g in range(LINES)).encode()
 
 
-def start_serve(env, log):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--threads", "16"],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
-                if resp.status == 200:
-                    return proc, base
-        except (urllib.error.URLError, ConnectionError, OSError):
-            pass
-        time.sleep(0.3)
-    proc.kill()
-    log.seek(0)
-    pytest.fail(f"serve did not become healthy:\n{log.read()}")
-
-
 def test_a_killed_web_process_answered_2xx_only_for_pushes_it_stored(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
     env["PRECURSOR_DATA_DIR"] = str(tmp_path / "data")
     manage(env, "migrate", "-v0")
     token = manage(env, "create_token", "crash-test").strip().splitlines()[-1]
     log = open(tmp_path / "serve.log", "w+")
-    proc, base = start_serve(env, log)
+    proc, base = start_serve(env, log, "--threads", "16")
     answered: list[str] = []  # hosts whose push got a 2xx
     sent: list[str] = []
     stop = threading.Event()

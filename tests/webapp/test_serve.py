@@ -80,6 +80,27 @@ def manage(env, *args, timeout=180):
     return out.stdout
 
 
+def start_serve(env, log, *args, timeout=120):
+    """`manage.py serve` (with ``args``) on a free port, its output to ``log``: (process, base URL)
+    once /healthz answers 200; the test fails with the log when it never does."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), *args], cwd=REPO, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
+                if resp.status == 200:
+                    return proc, base
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    log.seek(0)
+    pytest.fail(f"serve did not become healthy:\n{log.read()}")
+
+
 @pytest.fixture(params=["memory", "redis"])
 def served(request, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}

@@ -10,8 +10,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -21,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from telemetry import store
-from tests.webapp.test_serve import REPO, Browser, free_port, manage
+from tests.webapp.test_serve import Browser, manage, start_serve
 
 
 class SilentServer:
@@ -212,23 +210,8 @@ def serving(tmp_path):
     manage(env, "migrate", "-v0")
     manage(env, "createuser", "alice", "--role", "investigator", "--password", "correct-horse-1")
     token = manage(env, "create_token", "faults").strip().split()[-1]
-    port = free_port()
     log = open(tmp_path / "serve.log", "w+")
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=REPO, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=5) as resp:
-                if resp.status == 200:
-                    break
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        log.seek(0)
-        pytest.fail(f"serve did not become healthy:\n{log.read()}")
+    proc, base = start_serve(env, log)
     yield base, tmp_path / "data", token
     proc.kill()
     proc.wait(10)
