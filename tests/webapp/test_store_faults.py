@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from telemetry import store
-from tests.webapp.test_serve import Browser, manage, start_serve
+from tests.webapp.test_serve import Browser, free_port, manage, start_serve
 
 
 class SilentServer:
