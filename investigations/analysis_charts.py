@@ -116,6 +116,12 @@ CONTROL_REASONS = (  # controls_excluded key -> what a person reads
 )
 
 
+def controls_left_out(result: dict) -> int:
+    """Candidate controls a test left out (every reason, and no data for the metric)."""
+    excluded = result.get("controls_excluded") or {}
+    return sum(excluded.get(k, 0) for k, _ in CONTROL_REASONS) + (result.get("no_data") or {}).get("controls", 0)
+
+
 def control_windows(result: dict) -> go.Figure:
     """Where a fleet test's controls came from: the windows used (the same hosts at other times,
     healthy peers at the same time), those left out for lack of the metric's data, and the
@@ -126,7 +132,8 @@ def control_windows(result: dict) -> go.Figure:
     rows = [("used: same hosts, other times", used.get("same_hosts", 0), "#2e7d32"),
             ("used: healthy peers, same time", used.get("peers", 0), "#2e7d32"),
             ("left out: no data for the metric", (result.get("no_data") or {}).get("controls", 0), "#a66300")]
-    rows += [(f"left out: {labels.get(k, k.replace('_', ' '))}", v, "#9aa3b5") for k, v in excluded.items()]
+    rows += [(f"left out: {labels.get(k, k.replace('_', ' '))}", v, "#9aa3b5") for k, v in excluded.items()
+             if k in labels]  # (before_interrupted counts windows before the outcome, not controls)
     rows = rows[::-1]
     fig = go.Figure(go.Bar(
         x=[n for _, n, _ in rows], y=[label for label, _, _ in rows], orientation="h",

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from investigations import forms
+from investigations import analysis_charts, forms
 from investigations.models import CaseHypothesis, Hypothesis, Verdict
 from investigations.roles import can_investigate, require_investigator
 from investigations.services import activity, board, comments, fleet_test, hypotheses, records
@@ -72,7 +72,7 @@ def _test_summary(r) -> dict:
     out = {}
     if r.get("controls_excluded") is not None:
         out["used"] = sum((r.get("controls") or {}).values())
-        out["left"] = sum(r["controls_excluded"].values()) + (r.get("no_data") or {}).get("controls", 0)
+        out["left"] = analysis_charts.controls_left_out(r)
     c = r.get("component_contrasts")
     if c:
         failed = [name for key, name in (("siblings", "siblings"), ("own_history", "own past"))

@@ -114,7 +114,7 @@ def _fleet_test_view(job: BackgroundJob) -> dict:
     controls = None
     if r.get("controls_excluded") is not None:
         used = sum((r.get("controls") or {}).values())
-        left = sum(r["controls_excluded"].values()) + (r.get("no_data") or {}).get("controls", 0)
+        left = analysis_charts.controls_left_out(r)
         controls = {"figure": analysis_charts.control_windows(r).to_json(), "used": used, "left": left,
                     "reasons": [(label, r["controls_excluded"].get(key, 0)) for key, label in analysis_charts.CONTROL_REASONS]}
     if r.get("lead_times_s"):

@@ -460,7 +460,8 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     _add_examples(result, cluster, found, chosen)
     say(4, "alarms a deployed rule would have raised")
     _count_alarms(result, by_unit, chosen, failing, W)
-    fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen, failing, host_t0s, coverage, W,
+    fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen,
+                            windows.with_lead_window(found, failing), host_t0s, coverage, W,
                             lo_s, hi_s, timeout_s=timeout_s)
     fleet_contrasts.collect_groups(result.groups, cluster, found, chosen, failing, by_unit, timeout_s=timeout_s)
     phase.collect_fleet(result.phases, cluster, found, lo_s, hi_s, timeout_s=timeout_s)

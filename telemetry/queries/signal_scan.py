@@ -296,7 +296,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         found_groups = contrasts.concentration(cluster, [u[0] if u else it.hosts for u, it in zip(failing, chosen)],
                                                timeout_s=timeout_s)
         groups += found_groups
-        spans = found + contrasts.own_history_windows(chosen, failing, host_t0s, W, lo_s)
+        spans = found + contrasts.own_history_windows(chosen, windows.with_lead_window(found, failing), host_t0s, W, lo_s)
         phased = phase.window_phases(cluster, found, lo_s, hi_s, timeout_s=timeout_s)
         phase_counts = phase.count(found, phased, phase_counts)
         names = [metric for metric, _, _ in present]
@@ -643,6 +643,9 @@ def _why_not(n_before: int, n_control: int, gaps: list[int], excluded: "windows.
         parts.append(f"{n_before} window{'s' if n_before != 1 else ''} before the outcome with data "
                      f"({gaps[0]} without: no data, or no baseline where parts are scored against their own past), "
                      f"{MIN_WINDOWS} needed")
+    if n_before < MIN_WINDOWS and excluded.before_interrupted:
+        parts.append(f"{excluded.before_interrupted} window{'s' if excluded.before_interrupted != 1 else ''} "
+                     "before the outcome left out: an earlier interruption of the hosts ended inside")
     if n_control < MIN_WINDOWS:
         parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with data ({gaps[1]} without), "
                      f"{MIN_WINDOWS} needed")

@@ -26,6 +26,11 @@ Windows (W = the lead window)
   interruption were. An idle host runs cooler, quieter and slower, and workload-driven metrics
   would otherwise look like precursors. A cluster without any job allocations on record is not
   matched.
+- The same rule holds for the windows before the outcome: one in which an earlier interruption
+  of its hosts ended (a lemon failing again hours after its last failure, a requeued job's
+  second run) is left out with its controls and counted (``before_interrupted``). It holds that
+  interruption's aftermath — its XIDs, the reboot, the teardown, counters reset — which no control
+  can hold, so anything that follows failures would otherwise read as a precursor of the next.
 - Of the candidates, ``k`` per window before the outcome (``CONTROLS_PER_POSITIVE``, 24) are
   drawn by a hash of (cluster, job, kind, start, hosts), so a re-run draws the same ones;
   ``Exclusions`` counts the candidates left out and why (outside the history, touched by an
@@ -285,6 +290,10 @@ class Exclusions:
     idle: int = 0  # its hosts were not running a job (controls are matched on activity)
     too_few_peers: int = 0  # fewer healthy busy hosts at that time than the job had
     beyond_k: int = 0  # usable, but k were drawn already
+    # a window BEFORE the outcome left out (with its controls): an earlier interruption of its hosts
+    # ended inside it, so it holds that one's aftermath (its XIDs, the reboot, the teardown), as a
+    # control touched by an interruption would, and controls never do
+    before_interrupted: int = 0
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -300,6 +309,9 @@ def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str
     excluded = excluded if excluded is not None else Exclusions()
     windows: list[Window] = []
     for idx, it in enumerate(chosen):
+        if touched(host_t0s, it.hosts, it.t0 - W, it.t0):
+            excluded.before_interrupted += 1
+            continue
         windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
         n = len(it.hosts)
         candidates: list[Window] = []
@@ -339,6 +351,14 @@ def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str
         excluded.beyond_k += max(0, len(candidates) - k)
         windows += candidates[:k]
     return windows
+
+
+def with_lead_window(found: list[Window], per_failure: list) -> list:
+    """``per_failure`` (one entry per chosen interruption) with None where ``matched_windows``
+    left the interruption's lead window out (``before_interrupted``): what is read per failure
+    beside the windows — its own history, its part's firing — then skips it as the windows do."""
+    kept = {w.index for w in found if w.kind == "before"}
+    return [x if i in kept else None for i, x in enumerate(per_failure)]
 
 
 def allocation_range(lo_s: int, hi_s: int, W: int) -> tuple[int, int]:
