@@ -253,6 +253,10 @@ def run(options: dict, progress) -> dict:
             "interrupted_with_precursor": sum(1 for f in fails if f["has_precursor"] and f.get("interrupted_job")),
             "interrupted_jobs": sum(1 for f in fails if f.get("interrupted_job")),
             "outcome_interruptions": result["outcome_interruptions"], "true_precursor": true_metric,
+            # windows before the outcome left out, and hosts left out of them: an earlier interruption
+            # inside left its mark on the host read (windows.failed_t0s)
+            "lead_windows_left_out": (result.get("controls_excluded") or {}).get("before_interrupted", 0),
+            "lead_hosts_left_out": (result.get("controls_excluded") or {}).get("before_hosts_interrupted", 0),
             "rank": rank, "auc": row and row["auc"], "q": row and row["q"],
             "median_before": row and row["median_before"], "median_control": row and row["median_control"],
             "top5": [(r["metric"], r["q"] and round(r["q"], 4)) for r in rows[:5]],

@@ -442,11 +442,12 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     fires, by_unit, coverage = _firing_minutes(cluster, signal, lo_s, hi_s, timeout_s, host_t0s)
     say(3, f"{len(chosen)} interruptions of {outcome.label} against their controls")
     allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
-    found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations,
-                                    excluded=result.excluded)
-    result.matched_on_activity = result.matched_on_activity or bool(allocations)
     # where the outcome names the failing part, each window is that part's (the scan's reading)
     failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
+    found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, sorted(coverage), allocations,
+                                    excluded=result.excluded, failing=failing,
+                                    failed=windows.failed_t0s(cluster, host_t0s, timeout_s=timeout_s))
+    result.matched_on_activity = result.matched_on_activity or bool(allocations)
     reads = None
     if any(u is not None for u in failing):
         reads = contrasts.window_reads(found, chosen, failing,

@@ -289,9 +289,10 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         hosts = hosts_of(cluster, timeout_s=timeout_s)
         allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
         matched = matched or bool(allocations)
-        found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations,
-                                        excluded=excluded)
         failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
+        found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations,
+                                        excluded=excluded, failing=failing,
+                                        failed=windows.failed_t0s(cluster, host_t0s, timeout_s=timeout_s))
         n_named += sum(u is not None for u in failing)
         found_groups = contrasts.concentration(cluster, [u[0] if u else it.hosts for u, it in zip(failing, chosen)],
                                                timeout_s=timeout_s)
@@ -645,7 +646,7 @@ def _why_not(n_before: int, n_control: int, gaps: list[int], excluded: "windows.
                      f"{MIN_WINDOWS} needed")
     if n_before < MIN_WINDOWS and excluded.before_interrupted:
         parts.append(f"{excluded.before_interrupted} window{'s' if excluded.before_interrupted != 1 else ''} "
-                     "before the outcome left out: an earlier interruption of the hosts ended inside")
+                     "before the outcome left out: an earlier interruption inside left its mark in the logs of the host read")
     if n_control < MIN_WINDOWS:
         parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with data ({gaps[1]} without), "
                      f"{MIN_WINDOWS} needed")

@@ -205,10 +205,12 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         coverage = _joint(cov_a, cov_b)
         say(4, f"{len(chosen)} interruptions of {outcome.label} against their controls, three ways")
         allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
+        failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
         excluded = windows.Exclusions()
         found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s,
                                         sorted(h for h, v in coverage.items() if len(v)), allocations,
-                                        excluded=excluded)
+                                        excluded=excluded, failing=failing,
+                                        failed=windows.failed_t0s(cluster, host_t0s, timeout_s=timeout_s))
         # a ``rise`` signal judges a window by the scan's reading (its own score at the window's
         # end), as the single-signal fleet test does; the pair fires in a window only where it
         # forms inside it and each of its ``rise`` signals passes there
@@ -216,7 +218,6 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         # (as its single-signal fleet test does) and the pair, whose signals sit on different
         # parts, the failing host's (its stand-in on the peers): a pair formed on another host of
         # the job is no lead of this failure.
-        failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
         reads: list = [None, None, None]
         if any(u is not None for u in failing):
             host_only = contrasts.window_reads(found, chosen, failing, set())

@@ -26,11 +26,17 @@ Windows (W = the lead window)
   interruption were. An idle host runs cooler, quieter and slower, and workload-driven metrics
   would otherwise look like precursors. A cluster without any job allocations on record is not
   matched.
-- The same rule holds for the windows before the outcome: one in which an earlier interruption
-  of its hosts ended (a lemon failing again hours after its last failure, a requeued job's
-  second run) is left out with its controls and counted (``before_interrupted``). It holds that
-  interruption's aftermath — its XIDs, the reboot, the teardown, counters reset — which no control
-  can hold, so anything that follows failures would otherwise read as a precursor of the next.
+- A like rule holds for the windows before the outcome, on the hosts they are read on, for the
+  hosts an earlier interruption left its mark on (``failed_t0s``: an XID, a link-down or a PSU
+  failure of theirs at it — the host failed, or its GPUs were torn down with the job, XID 45):
+  where the outcome names the failing part, a window whose failing host carries such a mark inside
+  it (a lemon GPU failing again hours after its last failure) is left out with its controls
+  (``before_interrupted``); where it names none (read on every host of the job), such hosts are
+  left out of the window (``before_hosts_interrupted``; the window goes when none is left). Such a
+  window holds the earlier interruption's aftermath — its XIDs, the reboot, counters reset — which
+  no control can hold, so whatever follows a failure would read as a precursor of the next. A
+  host that only lost its job, with nothing in its own logs (the other hosts of a requeued job's
+  last run), stays: its window holds a restart, not a failure.
 - Of the candidates, ``k`` per window before the outcome (``CONTROLS_PER_POSITIVE``, 24) are
   drawn by a hash of (cluster, job, kind, start, hosts), so a re-run draws the same ones;
   ``Exclusions`` counts the candidates left out and why (outside the history, touched by an
@@ -149,6 +155,15 @@ _XIDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {clus
 _EVENT_KINDS_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} "
                     "AND kind IN {kinds:Array(String)} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
                     "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
+
+# What shows an interruption in a host's own logs — the host failed, or its GPUs were torn down with
+# the job: any XID (a hardware fault, the application's error that failed the job, XID 45 as the
+# killed job's channels are removed), a link going down, a power supply failing — on that host
+# within EVENT_WINDOW_S of the interruption's t0.
+AFTERMATH_EVENT_KINDS = ("xid", "link_down", "psu_failure")
+_AFTERMATH_SQL = ("SELECT host, toUnixTimestamp(ts) FROM events WHERE cluster = {cluster:String} "
+                  "AND kind IN {kinds:Array(String)} "
+                  "AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
 
 _ALLOCATIONS_SQL = (
     "SELECT host, toUnixTimestamp(start_ts) AS s, toUnixTimestamp(ifNull(end_ts, now64(3))) AS e "
@@ -278,6 +293,30 @@ def outcome_interruptions(cluster: str, outcome: Outcome, W: int, lo_s: int, hi_
     return chosen, host_t0s_arr
 
 
+def failed_t0s(cluster: str, host_t0s: dict[str, np.ndarray], *, timeout_s: int) -> dict[str, np.ndarray]:
+    """Per host, the t0s of the interruptions (of ``host_t0s``) that left their mark in that host's own
+    logs: an XID, a link-down or a PSU failure of it within ``EVENT_WINDOW_S`` of t0
+    (``AFTERMATH_EVENT_KINDS``) — the host failed, or its GPUs were torn down with the job. The
+    other hosts of those jobs only lost their job."""
+    every = [t for v in host_t0s.values() for t in v.tolist()]
+    if not every:
+        return {}
+    rows = store.query_rows(_AFTERMATH_SQL, {"cluster": cluster, "kinds": list(AFTERMATH_EVENT_KINDS),
+                                             "lo_s": min(every) - EVENT_WINDOW_S,
+                                             "hi_s": max(every) + EVENT_WINDOW_S + 1},
+                            tag="windows:failed_hosts", timeout_s=timeout_s)
+    seen = {h: np.sort(v) for h, v in by_host(rows).items()}
+    out = {}
+    for h, t0s in host_t0s.items():
+        ev = seen.get(h)
+        if ev is None or not len(t0s):
+            continue
+        own = [t for t in t0s.tolist() if touched({h: ev}, (h,), t - EVENT_WINDOW_S, t + EVENT_WINDOW_S + 1)]
+        if own:
+            out[h] = np.asarray(own, dtype=np.int64)
+    return out
+
+
 CONTROLS_PER_POSITIVE = 24  # controls drawn per window before the outcome (k)
 MAX_OFFSETS = 500  # same-host candidates looked at on each side (a 1-min window over a month)
 
@@ -290,10 +329,14 @@ class Exclusions:
     idle: int = 0  # its hosts were not running a job (controls are matched on activity)
     too_few_peers: int = 0  # fewer healthy busy hosts at that time than the job had
     beyond_k: int = 0  # usable, but k were drawn already
-    # a window BEFORE the outcome left out (with its controls): an earlier interruption of its hosts
-    # ended inside it, so it holds that one's aftermath (its XIDs, the reboot, the teardown), as a
-    # control touched by an interruption would, and controls never do
+    # a window BEFORE the outcome left out (with its controls): an earlier interruption inside it left
+    # its mark in the logs of the host it is read on (the failing part's; ``failed_t0s``), so it
+    # holds that one's aftermath (its XIDs, the reboot, counters reset), as a control touched by an
+    # interruption would, and controls never do
     before_interrupted: int = 0
+    # hosts left out of windows before an outcome that names no part (read on every host of the
+    # job): an earlier interruption inside the window left its mark in their logs
+    before_hosts_interrupted: int = 0
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -302,17 +345,34 @@ class Exclusions:
 def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str, np.ndarray], W: int,
                     lo_s: int, hi_s: int, reporting: list[str],
                     allocations: Allocations | None = None, *, k: int = CONTROLS_PER_POSITIVE,
-                    excluded: Exclusions | None = None) -> list[Window]:
+                    excluded: Exclusions | None = None, failing: list | None = None,
+                    failed: dict[str, np.ndarray] | None = None) -> list[Window]:
     """The window before each chosen interruption and up to ``k`` matched healthy controls drawn
-    from every candidate the data has (see the module docstring); ``excluded`` counts the rest."""
+    from every candidate the data has (see the module docstring); ``excluded`` counts the rest.
+    ``failing[i]``: the (host, unit) interruption i names (``contrasts.failing_units``) or None —
+    which host its window is read on; ``failed`` (``failed_t0s``): where each host failed itself.
+    With ``failed``, a window before the outcome whose read host failed inside it already is left
+    out (or, read on every host of the job, that host left out of it); without, every window before
+    the outcome is kept whole (a dataset export: each labelled case is a row, whatever preceded it)."""
     matched = bool(allocations)
     excluded = excluded if excluded is not None else Exclusions()
     windows: list[Window] = []
     for idx, it in enumerate(chosen):
-        if touched(host_t0s, it.hosts, it.t0 - W, it.t0):
-            excluded.before_interrupted += 1
-            continue
-        windows.append(Window("before", idx, it.hosts, it.t0 - W, it.t0))
+        named = failing[idx] if failing is not None and idx < len(failing) else None
+        if failed is None:
+            hosts = it.hosts
+        elif named is not None:
+            if touched(failed, (named[0],), it.t0 - W, it.t0):
+                excluded.before_interrupted += 1
+                continue
+            hosts = it.hosts
+        else:
+            hosts = tuple(h for h in it.hosts if not touched(failed, (h,), it.t0 - W, it.t0))
+            excluded.before_hosts_interrupted += len(it.hosts) - len(hosts)
+            if not hosts:
+                excluded.before_interrupted += 1
+                continue
+        windows.append(Window("before", idx, hosts, it.t0 - W, it.t0))
         n = len(it.hosts)
         candidates: list[Window] = []
         # the same hosts at every other time the history holds, back to back with the lead window

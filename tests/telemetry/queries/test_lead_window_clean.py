@@ -1,7 +1,8 @@
-"""A window before the outcome is held to the controls' rule: one in which an earlier interruption of
-its hosts ended is left out. Otherwise whatever follows a failure — its XIDs, a cleanup XID 45, the
-reboot — sits in the lead window of a repeat failure hours later (a lemon GPU failing again), never
-in a control (controls touched by an interruption are left out), and reads as a precursor."""
+"""A window before the outcome whose read host failed inside it already (an earlier interruption at
+which that host logged a hardware XID, a link-down or a PSU failure) is left out, as a control
+touched by an interruption is. Otherwise whatever follows a failure — its XIDs, a cleanup XID 45,
+the reboot — sits in the lead window of a repeat failure hours later (a lemon GPU failing again),
+never in a control, and reads as a precursor. Hosts that only lost their job stay."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -9,7 +10,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from telemetry.queries import fleet_test, signal_scan, windows
+from telemetry.queries import contrasts, fleet_test, signal_scan, windows
 
 from . import BASE, event_row, every, job_rows, write_rows, write_samples
 
@@ -23,6 +24,10 @@ W = 4 * 3600
 # (host, hours after BASE of its first failure): each fails again 2 h after the first, on the same GPU
 LEMONS = [("r00", 4 * 24 + 5), ("r03", 4 * 24 + 20), ("r06", 5 * 24 + 9), ("r09", 6 * 24 + 2)]
 AGAIN_H = 2
+# a three-host job fails (m1's InfiniBand link goes down) and its requeued run on m1, m2 and a fresh m3
+# fails 2 h later
+REQUEUE_H = 3 * 24 + 4
+MULTI = ["m0", "m1", "m2", "m3"]
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +56,24 @@ def fleet(telemetry_store):
             jobs.append(j), alloc.append(a)
         write_samples(CLUSTER, host, "gpu0", "gpu.xid_count", ts, xids)
         write_samples(CLUSTER, host, "gpu1", "gpu.xid_count", ts, np.zeros(n))
+    t1 = BASE + timedelta(hours=REQUEUE_H)
+    t2 = t1 + timedelta(hours=AGAIN_H)
+    for job_id, hosts, start, end, state in (("m-1", MULTI[:3], BASE, t1, "NODE_FAIL"),
+                                             ("m-2", MULTI[1:], t1 + timedelta(minutes=10), t2, "NODE_FAIL"),
+                                             ("m-3", MULTI, t2 + timedelta(minutes=10), BASE + timedelta(days=DAYS),
+                                              "COMPLETED")):
+        for i, h in enumerate(hosts):
+            j, a = job_rows(job_id, h, end, state, CLUSTER, start=start)
+            if i == 0:
+                j["n_hosts"] = len(hosts)
+                jobs.append(j)
+            alloc.append(a)
+    events.append(event_row(CLUSTER, "m1", t1 - timedelta(seconds=20), "link_down", 0, "mlx5_0", "error"))
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
     write_rows("events", events)
+    for h in MULTI:
+        write_samples(CLUSTER, h, "gpu0", "gpu.xid_count", ts, np.zeros(n))
     return CLUSTER
 
 
@@ -62,16 +82,42 @@ def test_a_lead_window_holding_an_earlier_interruption_is_left_out_and_counted(f
     chosen, t0s = windows.outcome_interruptions(fleet, windows.parse_outcome("XID 79"), W, lo, hi, timeout_s=60)
     assert len(chosen) == 2 * len(LEMONS)
     allocations = windows.Allocations.load(fleet, lo, hi, timeout_s=60)
+    failed = windows.failed_t0s(fleet, t0s, timeout_s=60)
+    # each lemon failed itself at both of its interruptions (XID 79); m1 at the three-host job's first
+    assert {h: len(v) for h, v in failed.items()} == {**{h: 2 for h, _ in LEMONS}, "m1": 1}
     excluded = windows.Exclusions()
-    found = windows.matched_windows(fleet, chosen, t0s, W, lo, hi, HOSTS, allocations, excluded=excluded)
+    found = windows.matched_windows(fleet, chosen, t0s, W, lo, hi, HOSTS, allocations, excluded=excluded,
+                                    failing=contrasts.failing_units(fleet, chosen, windows.parse_outcome("XID 79"),
+                                                                    timeout_s=60), failed=failed)
     before = [w for w in found if w.kind == "before"]
     # the repeat failures (2 h after the first, inside their 4 h lead window) are left out, with their controls
     assert excluded.before_interrupted == len(LEMONS)
     assert sorted((w.hosts[0], w.end - lo) for w in before) == sorted((h, hours * 3600) for h, hours in LEMONS)
     assert {w.index for w in found} == {w.index for w in before}
+    # without ``failed`` (a dataset export) every window before the outcome is kept
+    whole = windows.matched_windows(fleet, chosen, t0s, W, lo, hi, HOSTS, allocations)
+    assert len([w for w in whole if w.kind == "before"]) == len(chosen)
     # and whatever is read per failure beside the windows skips them too
     marked = windows.with_lead_window(found, list(range(len(chosen))))
     assert sorted(x for x in marked if x is not None) == sorted(w.index for w in before)
+
+
+def test_an_outcome_naming_no_part_leaves_out_the_hosts_that_failed_inside_the_window(fleet):
+    """NODE_FAIL names no part: its window is read on every host of the job. The requeued run's
+    window leaves out m1 (its link went down at the first run's end) and keeps m2, which only lost
+    its job then (a restart is no failure's aftermath), and m3; a one-host repeat failure's window
+    has no host left and goes."""
+    lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=DAYS)).timestamp())
+    chosen, t0s = windows.outcome_interruptions(fleet, windows.parse_outcome("NODE_FAIL"), W, lo, hi, timeout_s=60)
+    assert len(chosen) == 2 * len(LEMONS) + 2
+    excluded = windows.Exclusions()
+    found = windows.matched_windows(fleet, chosen, t0s, W, lo, hi, HOSTS + MULTI,
+                                    windows.Allocations.load(fleet, lo, hi, timeout_s=60), excluded=excluded,
+                                    failing=[None] * len(chosen), failed=windows.failed_t0s(fleet, t0s, timeout_s=60))
+    before = {chosen[w.index].job_id: w.hosts for w in found if w.kind == "before"}
+    assert before["m-1"] == ("m0", "m1", "m2") and before["m-2"] == ("m2", "m3")
+    assert excluded.before_interrupted == len(LEMONS)  # one host each, and it failed at the first failure
+    assert excluded.before_hosts_interrupted == 1 + len(LEMONS)
 
 
 def test_the_aftermath_of_a_failure_is_no_precursor_of_the_next(fleet):
