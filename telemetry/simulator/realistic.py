@@ -529,10 +529,10 @@ class _Planner:
                     if st.metric == "net.link_down":
                         for kk in ks:
                             self.flap_events(h, name, kk * dt - float(rng.uniform(0, dt)))
-                        for metric in ("net.link_down", "ib.link_downed", "ib.link_error_recovery"):
-                            self.effects.append(Effect(h, ci, metric, st.cset, "steps", "plateau", k0, k1, 1.0, steps=tuple(ks)))
-                        self.effects.append(Effect(h, ci, "net.carrier_changes", st.cset, "steps", "plateau", k0, k1, 1.0,
-                                                   steps=tuple(ks) * 2))
+                        # (the haystack derives ib.link_downed, ib.link_error_recovery and net.carrier_changes
+                        # from net.link_down's flaps: a step of theirs too would count each flap twice)
+                        self.effects.append(Effect(h, ci, "net.link_down", st.cset, "steps", "plateau", k0, k1, 1.0,
+                                                   steps=tuple(ks)))
                         out.append(self._entry("event:link_down", h, name, "event", ks[0] * dt, ks[-1] * dt, n))
                     else:
                         self.effects.append(Effect(h, ci, st.metric, st.cset, "steps", "plateau", k0, k1, 1.0, steps=tuple(ks)))
@@ -691,12 +691,14 @@ def _terminal(P: _Planner, f: RFailure, entry: dict, rng) -> None:
                              f"Timeout(ms)=600000) ran for {600000 + int(rng.integers(1, 4000))} milliseconds before timing out.",
                              {"job_id": job.job_id}))
     if name in ("network", "nic") and f.component in topology.BACKEND_NICS:
-        P.flap_events(h, f.component, f.t0_s - float(rng.uniform(1, 30)))
-        k = P.step(f.t0_s)
-        if 0 < k <= P.T:
+        t_down = f.t0_s - float(rng.uniform(1, 30))
+        P.flap_events(h, f.component, t_down)
+        # counted from the first scrape at or after the link went down (never the scrape before it:
+        # that would show the failure up to an interval early, inside its own lead window)
+        k = P.step(t_down)
+        if 0 <= k < P.T:
             ci = topology.BACKEND_NICS.index(f.component)
-            for metric in ("net.link_down", "ib.link_downed"):
-                P.effects.append(Effect(h, ci, metric, "backend", "steps", "plateau", k - 1, k, 1.0, steps=(k - 1,)))
+            P.effects.append(Effect(h, ci, "net.link_down", "backend", "steps", "plateau", k, k + 1, 1.0, steps=(k,)))
     if name == "psu" and f.correlated is None and f.component in topology.PSUS:
         P.events.append((f.t0_s - 1.0, h, f.component, "ipmi", "psu_failure", 0,
                          f"{f.component.upper()}: Power Supply failure detected", {}))
@@ -762,10 +764,9 @@ def background_flaps(hay: Haystack, P: _Planner, cfg) -> None:
         port = topology.BACKEND_NICS[c]
         for k in ks:
             P.flap_events(int(h), port, k * cfg.interval_s - float(rng.uniform(0, cfg.interval_s)))
-        for metric in ("net.link_down", "ib.link_downed", "ib.link_error_recovery"):
-            P.effects.append(Effect(int(h), int(c), metric, "backend", "steps", "plateau", 0, P.T, 1.0, steps=tuple(ks)))
-        P.effects.append(Effect(int(h), int(c), "net.carrier_changes", "backend", "steps", "plateau", 0, P.T, 1.0,
-                                steps=tuple(ks) * 2))
+        # (ib.link_downed, ib.link_error_recovery and net.carrier_changes follow net.link_down's flaps)
+        P.effects.append(Effect(int(h), int(c), "net.link_down", "backend", "steps", "plateau", 0, P.T, 1.0,
+                                steps=tuple(ks)))
         count += len(ks)
     return count
 

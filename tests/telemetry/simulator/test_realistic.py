@@ -236,3 +236,39 @@ def test_the_same_seed_gives_the_same_fleet():
     cfg = config(hosts=4, days=0.25, interval_s=600)
     assert digest(cfg) == digest(cfg)
     assert digest(cfg) != digest(config(hosts=4, days=0.25, interval_s=600, seed=6))
+
+
+def test_a_link_counter_counts_each_link_down_once_and_never_before_it_happens(fleet):
+    """Every step of a port's link counters comes at the first scrape at or after its own ``Link down``
+    events, one count per event (``net.link_down``, ``ib.link_downed``; ``net.carrier_changes`` two:
+    down and up) — a failure's last link-down included. Counted at the scrape before the event (up to
+    an interval early) it sat inside the lead window of the failure it ends: a precursor from the
+    future; counted twice, a flap read as two. Seed 3: its fleet has link-downs that end jobs."""
+    _, store = fleet
+    cluster = "realistic-links"
+    manifest = simulate(config(seed=3, cluster=cluster)).to_dict()
+    ends = [f for f in manifest["failures"] if f["cause"] in ("network", "nic") and f.get("interrupted_job")]
+    assert len(ends) >= 3
+    interval = manifest["config"]["interval_s"]
+
+    def rows(store, sql, **params):
+        return store.query_rows(sql, {"c": cluster, **params}, tag="test", timeout_s=120)
+
+    downs: dict[tuple[str, str], list[float]] = {}
+    for h, c, t in rows(store, "SELECT host, component, toUnixTimestamp64Milli(ts) / 1000.0 FROM events "
+                               "WHERE cluster = {c:String} AND kind = 'link_down'"):
+        downs.setdefault((h, c), []).append(float(t))
+    assert downs
+    # each of those failures' last link-down is in the events, on its port, seconds before t0
+    for f in ends:
+        t0 = parse_iso(f["t0"]).timestamp()
+        assert any(t0 - 31 <= e < t0 for e in downs.get((f["host"], f["component"]), [])), f
+    for metric, per_event in (("net.link_down", 1), ("ib.link_downed", 1), ("net.carrier_changes", 2)):
+        steps = rows(store, "SELECT host, component, t, v - pv FROM ("
+                            " SELECT host, component, toUnixTimestamp(ts) AS t, value AS v, lagInFrame(value, 1, value) "
+                            " OVER (PARTITION BY host, component ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS pv"
+                            " FROM samples WHERE cluster = {c:String} AND metric = {m:String}) WHERE v > pv", m=metric)
+        assert steps, metric
+        wrong = [(h, c, t, n) for h, c, t, n in steps
+                 if n != per_event * sum(1 for e in downs.get((h, c), []) if t - interval < e <= t)]
+        assert not wrong, f"{metric}: {len(wrong)} of {len(steps)} steps without as many link-downs since the scrape before"
