@@ -350,10 +350,11 @@ def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str
     """The window before each chosen interruption and up to ``k`` matched healthy controls drawn
     from every candidate the data has (see the module docstring); ``excluded`` counts the rest.
     ``failing[i]``: the (host, unit) interruption i names (``contrasts.failing_units``) or None —
-    which host its window is read on; ``failed`` (``failed_t0s``): where each host failed itself.
-    With ``failed``, a window before the outcome whose read host failed inside it already is left
-    out (or, read on every host of the job, that host left out of it); without, every window before
-    the outcome is kept whole (a dataset export: each labelled case is a row, whatever preceded it)."""
+    which host its window is read on; ``failed`` (``failed_t0s``): the interruptions that left a mark
+    in each host's own logs. With ``failed``, a window before the outcome holding such a mark of its
+    read host is left out (or, read on every host of the job, that host left out of it); without,
+    every window before the outcome is kept whole (a dataset export: each labelled case is a row,
+    whatever preceded it)."""
     matched = bool(allocations)
     excluded = excluded if excluded is not None else Exclusions()
     windows: list[Window] = []
