@@ -140,8 +140,8 @@ def run_export(ctx: JobContext) -> dict:
         if p["controls"]:
             allocations = windows.Allocations.load(cluster, lo, hi, timeout_s=timeout)
             hosts = windows.hosts_of(cluster, timeout_s=timeout)
-            # every labelled case keeps its window whole (no ``failed``: the scans' rule would drop
-            # a case whose failing host failed inside it already)
+            # every labelled case keeps its window whole (no ``failed``: the scans' rule would drop a
+            # case whose window holds an earlier interruption's mark in the logs of the host read)
             found = windows.matched_windows(cluster, chosen, host_t0s, W, span_lo, span_hi, hosts, allocations)
         else:
             found = [windows.Window("before", i, it.hosts, it.t0 - W, it.t0) for i, it in enumerate(chosen)]
