@@ -201,13 +201,17 @@ def schedule(topo: Topology, horizon_s: float, failure_scale: float, rng: np.ran
 
 
 def run(horizon_s: float, n_hosts: int, largest: int, new_spec, start, free_at, arrivals: list[dict], queue: list[dict],
-        rng, down_until=None, wakeups=None) -> None:
+        rng, down_until=None, wakeups=None, preempt=None, fill_skips: int = 0) -> None:
     """The scheduler's loop, shared by both scenarios. The fleet is mid-flight at t=0: ~85 % of it
     runs jobs that started earlier. Then, at each moment something changes (a host frees up or comes
     back, a job is submitted), the first queued job that fits starts; the largest jobs take the
     lowest-numbered free hosts, the others the highest. ``start(spec, t, hosts, already_run_s=0)``
     sets ``free_at`` of its hosts and may queue a resubmission; ``down_until(h, t)`` (None when up)
-    and the sorted reboot times ``wakeups`` keep jobs off hosts that are down."""
+    and the sorted reboot times ``wakeups`` keep jobs off hosts that are down. ``preempt(spec, t,
+    idle)`` (the realistic scenario), asked for the first queued job of the largest size when nothing
+    in the queue fits, may end running jobs to make room for it (True: it did, the hosts are free).
+    ``fill_skips``: how many drawn jobs that would overshoot ~85 % the mid-flight start skips before
+    it stops (0: it stops at the first, and the fleet may start far below 85 %)."""
     def free(t: float) -> list[int]:
         return [h for h in range(n_hosts) if free_at[h] <= t and (down_until is None or down_until(h, t) is None)]
 
@@ -215,11 +219,15 @@ def run(horizon_s: float, n_hosts: int, largest: int, new_spec, start, free_at, 
         return sorted(idle[:n] if n == largest else idle[-n:])
 
     busy_target = int(0.85 * n_hosts)
+    skipped = 0
     while True:
         spec = new_spec(0.0)
         idle = free(0.0)
         if n_hosts - len(idle) + spec["n"] > busy_target or spec["n"] > len(idle):
-            break
+            skipped += 1
+            if skipped > fill_skips:
+                break
+            continue
         hosts = hosts_for(spec["n"], idle)
         spec["submit_s"] = -float(rng.uniform(0.5, 1.0)) * spec["work_s"]
         start(spec, 0.0, hosts, already_run_s=float(rng.uniform(0.05, 0.8)) * spec["work_s"])
@@ -234,6 +242,10 @@ def run(horizon_s: float, n_hosts: int, largest: int, new_spec, start, free_at, 
             queue.remove(spec)
             start(spec, t, hosts_for(spec["n"], idle))
             continue
+        if preempt is not None:
+            head = next((s for s in queue if s["submit_s"] <= t and s["n"] == largest), None)
+            if head is not None and preempt(head, t, idle):
+                continue
         nxt = [x for x in free_at if x > t]
         if wakeups is not None:
             nxt += list(wakeups[np.searchsorted(wakeups, t, side="right"):][:1])
