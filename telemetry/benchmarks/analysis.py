@@ -257,6 +257,10 @@ def run(options: dict, progress) -> dict:
             # inside left its mark on the host read (windows.failed_t0s)
             "lead_windows_left_out": (result.get("controls_excluded") or {}).get("before_interrupted", 0),
             "lead_hosts_left_out": (result.get("controls_excluded") or {}).get("before_hosts_interrupted", 0),
+            # hosts left out of windows where the outcome names no part: idle for half or more of the
+            # past their scores are measured against (phase.idle_past_hosts), before the outcome / controls
+            "idle_past_hosts_left_out": [(result.get("controls_excluded") or {}).get("before_hosts_idle_past", 0),
+                                         (result.get("controls_excluded") or {}).get("control_hosts_idle_past", 0)],
             "rank": rank, "auc": row and row["auc"], "q": row and row["q"],
             "median_before": row and row["median_before"], "median_control": row and row["median_control"],
             "top5": [(r["metric"], r["q"] and round(r["q"], 4)) for r in rows[:5]],

@@ -58,7 +58,7 @@ import numpy as np
 from scipy.stats import fisher_exact, mannwhitneyu
 
 from telemetry import store
-from telemetry.queries import contrasts, windows
+from telemetry.queries import contrasts, scores, windows
 from telemetry.stats import jeffreys_interval
 
 CHECKPOINT_METRIC = "storage.checkpoint_write_throughput"
@@ -155,12 +155,53 @@ def host_minutes(cluster: str, hosts: list[str], lo_s: int, hi_s: int, *, timeou
         with np.errstate(invalid="ignore"):
             heavy[h] = (t, np.isfinite(base) & (base > 0) & (v >= base * (1.0 + HEAVY_RISE)))
     return {"checkpoint": checkpoints if ck_rows.num_rows else None, "heavy": heavy if power_rows.num_rows else None,
-            "runs": runs or None}
+            "runs": runs or None, "lo_s": int(lo_s)}
 
 
 def _inside(t: np.ndarray, start: int, end: int) -> slice:
     # minutes wholly inside [start, end): start <= t and t + 60 <= end (the scan's rule)
     return slice(int(np.searchsorted(t, start, side="left")), int(np.searchsorted(t, end - 60, side="right")))
+
+
+# A host idle (or down) for this share of the past a score is measured against or more has no
+# baseline under load: where the outcome names no part, the scan leaves it out of the window
+# (``idle_past_hosts``; signal_scan).
+IDLE_PAST_SHARE = 0.5
+
+
+def _running(run: tuple[np.ndarray, np.ndarray] | None, t: np.ndarray) -> np.ndarray:
+    """Whether the host ran a job at each of the times ``t``: some run of it (starts sorted, as
+    ``host_minutes`` reads them) began at or before t and ends after it."""
+    if run is None or not len(run[0]):
+        return np.zeros(len(t), dtype=bool)
+    starts, ends = run
+    reach = np.maximum.accumulate(ends.astype(float))  # the latest end of the runs begun so far
+    i = np.searchsorted(starts, t, side="right") - 1
+    return (i >= 0) & (reach[np.maximum(i, 0)] > t)
+
+
+def idle_past_hosts(minutes: dict, hosts, start: int, end: int) -> tuple[str, ...]:
+    """The hosts of a window that ran no job for ``IDLE_PAST_SHARE`` or more of the past its score
+    is measured against (``scores.baseline_for`` before it, from the data's start at the earliest).
+
+    Where the outcome names no part, each part is scored against its own past. A host idle (or
+    down) for most of that past and busy in the window scores high on every workload-driven
+    metric — traffic, load, power, temperatures, and the error counters that grow with traffic —
+    for that reason alone, and failures follow idle stretches more often than controls do: a large
+    job starts on hosts drained for it, or on hosts back from a repair, and fails within hours.
+    On the 48-host bench fleet once it ran busy, 3 of 8 windows before NODE_FAIL had hosts idle for
+    most of the day before against 3 of 80 controls, and 45 workload metrics came out at q < 0.05
+    before NODE_FAIL. Such a host has no baseline under load to be scored against: the scan leaves
+    it out of the window, before the outcome and in controls alike, and counts it. () where the
+    cluster has no job allocations on record."""
+    runs = minutes.get("runs")
+    if runs is None:
+        return ()
+    past_from = max(int(start) - scores.baseline_for(int(end) - int(start)), int(minutes.get("lo_s") or 0))
+    t = np.arange(past_from, int(start), 60, dtype=np.int64)
+    if not len(t):
+        return ()
+    return tuple(h for h in hosts if np.count_nonzero(~_running(runs.get(h), t)) >= IDLE_PAST_SHARE * len(t))
 
 
 def strata_of(minutes: dict, hosts, start: int, end: int) -> dict[str, int | None]:
@@ -203,9 +244,18 @@ def window_phases(cluster: str, spans, lo_s: int, hi_s: int, *, timeout_s: int) 
     """Per window of ``spans`` (objects with ``hosts``, ``start``, ``end``), its exposure per phase."""
     if not spans:
         return []
+    return window_phases_and_idle_past(cluster, spans, lo_s, hi_s, timeout_s=timeout_s)[0]
+
+
+def window_phases_and_idle_past(cluster: str, spans, lo_s: int, hi_s: int, *,
+                                timeout_s: int) -> tuple[list[dict[str, int | None]], list[tuple[str, ...]]]:
+    """``window_phases`` and, per window, its ``idle_past_hosts``, from one read of the job runs."""
+    if not spans:
+        return [], []
     hosts = sorted({h for w in spans for h in w.hosts})
     minutes = host_minutes(cluster, hosts, lo_s, hi_s, timeout_s=timeout_s)
-    return [strata_of(minutes, w.hosts, int(w.start), int(w.end)) for w in spans]
+    return ([strata_of(minutes, w.hosts, int(w.start), int(w.end)) for w in spans],
+            [idle_past_hosts(minutes, w.hosts, int(w.start), int(w.end)) for w in spans])
 
 
 def count(found, phased, into: dict | None = None) -> dict:

@@ -26,7 +26,10 @@ the job died) and nothing before the window, and every window covers the same nu
   predicts; for gauges the window mean against the past's mean in its standard deviations; against
   whichever of the two pasts the window departs from most), and the window's
   value is the highest score over its hosts and units. A part noisy for weeks goes on as before
-  and scores about 0; a part that starts to misbehave scores high.
+  and scores about 0; a part that starts to misbehave scores high. A host idle for half or more
+  of that past (``phase.idle_past_hosts``) has no baseline under load — every load-driven metric
+  would score high on it the moment a job runs — and is left out of the window, before the
+  outcome and in controls alike (counted in ``controls_excluded``).
 Values are oriented: higher is worse (a level of a metric whose bad direction is down is
 negated). ``statistic`` says which the row tested: "level" where most windows before the outcome
 name the failing unit, else "score". ``rise_readings`` (rules.rise_readings: quantiles per side, and
@@ -298,7 +301,16 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                                                timeout_s=timeout_s)
         groups += found_groups
         spans = found + contrasts.own_history_windows(chosen, windows.with_lead_window(found, failing), host_t0s, W, lo_s)
-        phased = phase.window_phases(cluster, found, lo_s, hi_s, timeout_s=timeout_s)
+        phased, idle_past = phase.window_phases_and_idle_past(cluster, found, lo_s, hi_s, timeout_s=timeout_s)
+        # where the outcome names no part, hosts idle for most of their past are not scored there
+        # (phase.idle_past_hosts: no baseline under load); a window left with none has no value
+        unscored = {wi: frozenset(hs) for wi, (w, hs) in enumerate(zip(found, idle_past))
+                    if hs and (failing[w.index] if w.index < len(failing) else None) is None}
+        for wi, hs in unscored.items():
+            if found[wi].kind == "before":
+                excluded.before_hosts_idle_past += len(hs)
+            else:
+                excluded.control_hosts_idle_past += len(hs)
         phase_counts = phase.count(found, phased, phase_counts)
         names = [metric for metric, _, _ in present]
 
@@ -308,6 +320,10 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         # one metric at a time: only its per-window values are held (bounded memory on any fleet)
         for metric, unit_scores, unit_level, unit_rule in scores.iter_window_scores(
                 cluster, spans, names, host_t0s=host_t0s, progress=step, timeout_s=timeout_s):
+            for wi, hs in unscored.items():
+                for by_part in (unit_scores, unit_rule):
+                    if wi in by_part:
+                        by_part[wi] = {k: v for k, v in by_part[wi].items() if k[0] not in hs}
             picked = pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
                                  -1.0 if catalog.get(metric).bad == "down" else 1.0)
             adjusted = size_adjusted(found, failing, picked, unit_scores)
@@ -647,6 +663,10 @@ def _why_not(n_before: int, n_control: int, gaps: list[int], excluded: "windows.
     if n_before < MIN_WINDOWS and excluded.before_interrupted:
         parts.append(f"{excluded.before_interrupted} window{'s' if excluded.before_interrupted != 1 else ''} "
                      "before the outcome left out: an earlier interruption inside left its mark in the logs of the host read")
+    if n_before < MIN_WINDOWS and excluded.before_hosts_idle_past:
+        n = excluded.before_hosts_idle_past
+        parts.append(f"{n} host{'s' if n != 1 else ''} left out of windows before the outcome: idle for half or more "
+                     "of the past their parts are scored against (no baseline under load)")
     if n_control < MIN_WINDOWS:
         parts.append(f"{n_control} control{'s' if n_control != 1 else ''} with data ({gaps[1]} without), "
                      f"{MIN_WINDOWS} needed")

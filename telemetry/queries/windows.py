@@ -337,6 +337,10 @@ class Exclusions:
     # hosts left out of windows before an outcome that names no part (read on every host of the
     # job): an earlier interruption inside the window left its mark in their logs
     before_hosts_interrupted: int = 0
+    # hosts left out of windows (before the outcome, and controls) where the outcome names no part:
+    # idle for most of the past their scores are measured against (``phase.idle_past_hosts``)
+    before_hosts_idle_past: int = 0
+    control_hosts_idle_past: int = 0
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
