@@ -26,7 +26,10 @@ On the one-minute rollup (``samples_1m``), per series (host, component), a minut
   departs from most; oriented so higher is worse) — of the lead window ending with
   the minute passes it. A part that was always noisy scores ~0, so the 1-3 % of chronically noisy
   healthy parts, on which a ``rate`` rule fires all the time, do not fire; firings are per part
-  (``rise`` is never read per host).
+  (``rise`` is never read per host). Nor does it score a host that ran no job for half or more of
+  that past (``phase.idle_past_hosts``, the signal scan's rule: it would score high on every
+  load-driven metric the moment a job starts): such a host is left out of a window, a window left
+  with none has no data (both counted in ``controls_excluded``), and its minutes raise no alarm.
 A window fires when any minute of any component of any of its hosts fires in it — except where
 the outcome names the failing part (the GPU of an XID, the NIC of a link-down): then the window is
 that part's, as in the signal scan. The window before the outcome fires only when the failing part
@@ -297,6 +300,7 @@ def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_
         by_unit = scores.rolling_fires(cluster, signal.metric, int(signal.lead_s), signal.operator,
                                        float(signal.threshold), lo_s, hi_s, sorted(coverage), host_t0s=host_t0s,
                                        timeout_s=timeout_s)
+        by_unit = _busy_past_only(cluster, by_unit, int(signal.lead_s), lo_s, hi_s, timeout_s)
         table = None
     else:
         counter = catalog.get(signal.metric).is_counter
@@ -316,8 +320,50 @@ def _firing_minutes(cluster: str, signal: Signal, lo_s: int, hi_s: int, timeout_
     return fires, by_unit, coverage
 
 
+def _busy_past_only(cluster: str, by_unit: dict, W: int, lo_s: int, hi_s: int, timeout_s: int) -> dict:
+    """A ``rise`` rule's firings without those of a host idle for ``phase.IDLE_PAST_SHARE`` or
+    more of the past its score was measured against (the signal scan's rule, ``phase.idle_past_hosts``,
+    minute by minute): a host back from a drain or a repair scores high on every load-driven
+    metric the moment a job starts, and would raise an alarm on each of its parts."""
+    if not by_unit:
+        return by_unit
+    # the past starts no earlier than the data tested (the scan's rule)
+    minutes = phase.host_runs(cluster, {h for h, _ in by_unit}, lo_s, hi_s, timeout_s=timeout_s)
+    out = {}
+    for (h, u), t in by_unit.items():
+        ends = (np.floor(t / 60.0).astype(np.int64) * 60) + 60  # the window ends with the firing minute
+        keep = t[phase.busy_past(minutes, h, ends, W)]
+        if len(keep):
+            out[(h, u)] = keep
+    return out
+
+
+def rise_left_out(cluster: str, found: list[Window], reads: list | None, lo_s: int, hi_s: int, *,
+                  excluded: windows.Exclusions | None = None, timeout_s: int) -> dict[int, frozenset]:
+    """Per window index, the hosts a ``rise`` rule does not score there: idle for half or more of
+    the past their score is measured against (``phase.idle_past_hosts``, as the signal scan leaves
+    them out), among the hosts the window reads (``reads``, as ``_judge``). Counted in ``excluded``."""
+    if not found:
+        return {}
+    minutes = phase.host_runs(cluster, {h for w in found for h in w.hosts}, lo_s, hi_s, timeout_s=timeout_s)
+    out = {}
+    for wi, w in enumerate(found):
+        read = reads[wi] if reads is not None else None
+        hs = phase.idle_past_hosts(minutes, w.hosts if read is None else (read[0],), int(w.start), int(w.end))
+        if not hs:
+            continue
+        out[wi] = frozenset(hs)
+        if excluded is not None:
+            if w.kind == "before":
+                excluded.before_hosts_idle_past += len(hs)
+            else:
+                excluded.control_hosts_idle_past += len(hs)
+    return out
+
+
 def _judge(found: list[Window], fires, coverage, at_end: dict[int, bool] | None = None,
-           reads: list | None = None, by_unit: dict | None = None) -> None:
+           reads: list | None = None, by_unit: dict | None = None,
+           left_out: dict[int, frozenset] | None = None) -> None:
     """Mark each window: had data at all, and its first firing minute. ``reads`` (per window,
     ``contrasts.window_reads``; None: every window job-level): where the outcome names the failing
     part, the window has data and fires on that part alone — the failing unit, or its namesake on
@@ -325,11 +371,15 @@ def _judge(found: list[Window], fires, coverage, at_end: dict[int, bool] | None 
     one host where the metric has no series of the unit's family. ``at_end`` (``rise``): per
     window index, whether the rule passes on the window's own score (``_rise_at_end``); a window
     fires only then, timed at its first firing minute (the window's last minute where the rolling
-    score passed only at its very end)."""
+    score passed only at its very end). ``left_out`` (``rise``, ``rise_left_out``): per window
+    index, hosts the rule does not score there; a window left with none has no data, as in the
+    signal scan."""
     for wi, w in enumerate(found):
         read = reads[wi] if reads is not None else None
         hosts = w.hosts if read is None else (read[0],)
-        w.has_data = windows.covered(coverage, hosts, w.start, w.end)
+        if left_out and wi in left_out:
+            hosts = tuple(h for h in hosts if h not in left_out[wi])
+        w.has_data = bool(hosts) and windows.covered(coverage, hosts, w.start, w.end)
         if not w.has_data:
             continue
         if read is not None and read[1] is not None:
@@ -354,18 +404,21 @@ def unit_families(cluster: str, metric: str, lo_s: int, hi_s: int, *, timeout_s:
 
 
 def _rise_at_end(cluster: str, signal: Signal, found: list[Window], host_t0s, timeout_s: int,
-                 reads: list | None = None) -> dict[int, bool]:
+                 reads: list | None = None, left_out: dict[int, frozenset] | None = None) -> dict[int, bool]:
     """Per window index: does the ``rise`` rule pass on the window's own score — the highest part
     score of the data inside the window against the baseline before it, over the parts the window
     reads (``reads``, as ``_judge``; default every part of its hosts), the signal scan's reading
     (scores.window_scores, the same call) — so a threshold pinned from the scan's control windows
     (rules.pin_rule) means the same thing here. The rolling score at a minute inside a window also
     reads up to one window of data before it, and would let a rise that ended before the window
-    fire it: it times the firing and counts the alarms, it does not judge the window."""
+    fire it: it times the firing and counts the alarms, it does not judge the window. Hosts in
+    ``left_out`` (per window index, ``rise_left_out``) are not read."""
     got = scores.window_scores(cluster, found, [signal.metric], host_t0s=host_t0s, timeout_s=timeout_s).score
     out = {}
     for wi, parts in got[signal.metric].items():
-        vals = list(contrasts.read_parts(parts, reads[wi] if reads is not None else None).values())
+        skip = (left_out or {}).get(wi, ())
+        vals = [v for k, v in contrasts.read_parts(parts, reads[wi] if reads is not None else None).items()
+                if k[0] not in skip]
         out[wi] = bool(vals) and (max(vals) > signal.threshold if signal.operator == ">"
                                   else min(vals) < signal.threshold)
     return out
@@ -453,9 +506,11 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
         reads = contrasts.window_reads(found, chosen, failing,
                                        unit_families(cluster, signal.metric, lo_s, hi_s, timeout_s=timeout_s))
         result.component_windows += sum(r is not None for r, w in zip(reads, found) if w.kind == "before")
-    at_end = (_rise_at_end(cluster, signal, found, host_t0s, timeout_s, reads)
-              if signal.condition == "rise" and found else None)
-    _judge(found, fires, coverage, at_end, reads, by_unit)
+    at_end = left_out = None
+    if signal.condition == "rise" and found:
+        left_out = rise_left_out(cluster, found, reads, lo_s, hi_s, excluded=result.excluded, timeout_s=timeout_s)
+        at_end = _rise_at_end(cluster, signal, found, host_t0s, timeout_s, reads, left_out)
+    _judge(found, fires, coverage, at_end, reads, by_unit, left_out)
     result.n_outcome += len(chosen)
     _tally(result, found, chosen)
     _add_examples(result, cluster, found, chosen)

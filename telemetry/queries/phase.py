@@ -204,6 +204,57 @@ def idle_past_hosts(minutes: dict, hosts, start: int, end: int) -> tuple[str, ..
     return tuple(h for h in hosts if np.count_nonzero(~_running(runs.get(h), t)) >= IDLE_PAST_SHARE * len(t))
 
 
+def host_runs(cluster: str, hosts, lo_s: int, hi_s: int, *, timeout_s: int) -> dict:
+    """``host_minutes`` with the job runs alone (``{"runs": {host: (starts, ends)} | None, "lo_s"}``):
+    what ``idle_past_hosts`` and ``busy_past`` read."""
+    runs = _by_host(store.query_arrow(_RUNS_SQL, {"cluster": cluster, "hosts": sorted(hosts), "lo_s": int(lo_s),
+                                                  "hi_s": int(hi_s)}, tag="phase:runs", timeout_s=timeout_s), True)
+    return {"runs": runs or None, "lo_s": int(lo_s)}
+
+
+def busy_past(minutes: dict, host: str, ends: np.ndarray, W: int) -> np.ndarray:
+    """For windows of length W ending at each of ``ends`` (seconds) on ``host``: whether the host
+    ran a job for more than ``1 - IDLE_PAST_SHARE`` of the past a score of the window is measured
+    against — the rule ``idle_past_hosts`` applies to one window, for many at once (a rule on the
+    score, ``rise``, firing minute by minute). True everywhere where the cluster has no job
+    allocations on record, and for a window with no past inside the data."""
+    runs = minutes.get("runs")
+    ends = np.asarray(ends, dtype=np.int64)
+    if runs is None or not len(ends):
+        return np.ones(len(ends), dtype=bool)
+    starts = ends - int(W)
+    past_from = np.maximum(starts - scores.baseline_for(int(W)), int(minutes.get("lo_s") or 0))
+    # the minutes of each past, as idle_past_hosts counts them: t = past_from + 60 k < start
+    n = np.maximum(0, (starts - past_from + 59) // 60)
+    run = runs.get(host)
+    if run is None or not len(run[0]):
+        return n == 0
+    # busy minutes on the grid of each past: a merged run [a, b) covers the grid's t with a <= t < b
+    a, b = _merged(run)
+    def grid_count(lo: np.ndarray, hi: np.ndarray, base: np.ndarray) -> np.ndarray:
+        # grid points base + 60 k in [lo, hi)
+        first = base + np.maximum(0, -((base - lo) // 60)) * 60
+        return np.where(hi > first, (hi - first + 59) // 60, 0)
+    busy = np.zeros(len(ends), dtype=np.int64)
+    for x, y in zip(a.tolist(), b.tolist()):  # few runs per host
+        lo, hi = np.maximum(past_from, x), np.minimum(starts, y)
+        busy += np.where(hi > lo, grid_count(lo, hi, past_from), 0)
+    return (n == 0) | ((n - busy) < IDLE_PAST_SHARE * n)
+
+
+def _merged(run: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A host's runs (starts sorted) as disjoint [start, end) stretches."""
+    out_a, out_b = [], []
+    for s, e in zip(run[0].astype(np.int64).tolist(), run[1].astype(float).tolist()):
+        e = math.ceil(e)
+        if out_b and s <= out_b[-1]:
+            out_b[-1] = max(out_b[-1], e)
+        else:
+            out_a.append(s)
+            out_b.append(e)
+    return np.asarray(out_a, dtype=np.int64), np.asarray(out_b, dtype=np.int64)
+
+
 def strata_of(minutes: dict, hosts, start: int, end: int) -> dict[str, int | None]:
     """The window's exposure per phase (minutes in it), None where its hosts reported none of the signal."""
     out: dict[str, int | None] = {"checkpoint": None, "heavy": None, "idle": None}

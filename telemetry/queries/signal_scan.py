@@ -33,7 +33,8 @@ the job died) and nothing before the window, and every window covers the same nu
 Values are oriented: higher is worse (a level of a metric whose bad direction is down is
 negated). ``statistic`` says which the row tested: "level" where most windows before the outcome
 name the failing unit, else "score". ``rise_readings`` (rules.rise_readings: quantiles per side, and
-n) are of what a ``rise`` rule reads in each window — the highest part score over its hosts — and,
+n) are of what a ``rise`` rule reads in each window — the highest part score over its hosts, those
+idle for most of their past left out whatever the outcome (as the fleet test's ``rise`` does) — and,
 where the row tested levels, ``level_readings`` (rules.level_readings) of what a ``rate`` (counter)
 or ``threshold`` (gauge) rule reads there as the fleet test fires it — the highest minute rate or
 raw value (the lowest where the bad direction is down) of any series of any unit of the window's
@@ -309,6 +310,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         # (phase.idle_past_hosts: no baseline under load); a window left with none has no value
         unscored = {wi: frozenset(hs) for wi, (w, hs) in enumerate(zip(found, idle_past))
                     if hs and (failing[w.index] if w.index < len(failing) else None) is None}
+        # what a rise rule reads leaves them out everywhere (the fleet test's rise_left_out)
+        rise_skip = {wi: frozenset(hs) for wi, hs in enumerate(idle_past) if hs}
         for wi, hs in unscored.items():
             if found[wi].kind == "before":
                 excluded.before_hosts_idle_past += len(hs)
@@ -348,8 +351,9 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                 # percentile, rules.pin_basis) is set to stay rare across whole jobs at healthy
                 # times; set on one part's readings it would sit in the quiet part's noise floor
                 # and raise alarms on every part of the fleet
-                if unit_scores.get(wi):
-                    (read_b if w.kind == "before" else read_c).append(max(unit_scores[wi].values()))
+                rise_read = [v for k, v in unit_scores.get(wi, {}).items() if k[0] not in rise_skip.get(wi, ())]
+                if rise_read:
+                    (read_b if w.kind == "before" else read_c).append(max(rise_read))
                 got = [v for v in unit_rule.get(wi, {}).values() if math.isfinite(v)]
                 if got:
                     (lev_b if w.kind == "before" else lev_c).append(min(got) if lowest else max(got))

@@ -223,13 +223,24 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
             host_only = contrasts.window_reads(found, chosen, failing, set())
             reads = [host_only] + [contrasts.window_reads(found, chosen, failing, ft.unit_families(
                 cluster, sig.metric, lo_s, hi_s, timeout_s=timeout_s)) for sig in (first, second)]
-        at_end = [ft._rise_at_end(cluster, sig, found, host_t0s, timeout_s, r) if sig.condition == "rise" and found
-                  else None for sig, r in zip((first, second), reads[1:])]
+        # a host idle for most of its past is not scored by a ``rise`` signal (ft.rise_left_out)
+        left_out = [ft.rise_left_out(cluster, found, r, lo_s, hi_s, timeout_s=timeout_s)
+                    if sig.condition == "rise" and found else {} for sig, r in zip((first, second), reads[1:])]
+        pair_left_out = {wi: left_out[0].get(wi, frozenset()) | left_out[1].get(wi, frozenset())
+                         for wi in set(left_out[0]) | set(left_out[1])}
+        for wi, hs in pair_left_out.items():
+            if found[wi].kind == "before":
+                excluded.before_hosts_idle_past += len(hs)
+            else:
+                excluded.control_hosts_idle_past += len(hs)
+        at_end = [ft._rise_at_end(cluster, sig, found, host_t0s, timeout_s, r, lo) if sig.condition == "rise" and found
+                  else None for sig, r, lo in zip((first, second), reads[1:], left_out)]
         no_part = [None] * len(chosen)  # alarms per host: the two signals sit on different parts
         for role, (result, fires, judged) in enumerate(zip(results, (fires_pair, fires_a, fires_b), (None, *at_end))):
             for w in found:
                 w.fired_at = None
-            ft._judge(found, fires, coverage, judged, reads[role], (None, units_a, units_b)[role])
+            ft._judge(found, fires, coverage, judged, reads[role], (None, units_a, units_b)[role],
+                      (pair_left_out, *left_out)[role])
             result.component_windows += sum(r is not None for r, w in zip(reads[role] or (), found)
                                             if w.kind == "before")
             if role == 0:  # the pair

@@ -12,7 +12,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from telemetry.queries import phase, signal_scan, windows
+from telemetry.queries import fleet_test, phase, signal_scan, windows
 
 from . import BASE, every, job_rows, write_rows, write_samples
 
@@ -110,3 +110,44 @@ def test_the_load_after_an_idle_stretch_is_no_precursor(fleet, monkeypatch):
 def test_a_metric_left_without_windows_says_it_was_the_idle_past():
     why = signal_scan._why_not(0, 40, [0, 0], windows.Exclusions(before_hosts_idle_past=6))
     assert "6 hosts left out of windows before the outcome: idle for half or more of the past" in why
+
+
+def test_busy_past_agrees_with_idle_past_hosts_minute_by_minute(fleet):
+    """The rule applied to a firing minute (a rise rule's alarms) is the one applied to a window."""
+    lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=DAYS)).timestamp())
+    minutes = phase.host_runs(fleet, HOSTS, lo, hi, timeout_s=60)
+    ends = np.arange(lo + 3600, hi, 1800 + 7 * 60, dtype=np.int64)  # ends off the hour, some pasts cut at lo
+    for host in [h for h, _ in IDLERS[:3]] + [BUSY_FAILS[0][0], "i15"]:
+        want = np.array([not phase.idle_past_hosts(minutes, (host,), int(e) - W, int(e)) for e in ends])
+        got = phase.busy_past(minutes, host, ends, W)
+        assert got.tolist() == want.tolist(), host
+        assert (~got).any() == (host in dict(IDLERS)), host
+    assert phase.busy_past({"runs": None}, HOSTS[0], ends, W).all()  # no allocations on record
+
+
+def test_a_rise_rule_neither_fires_nor_raises_alarms_on_an_idle_past(fleet, monkeypatch):
+    """The pinned rule on a part's score (``rise``) follows the scan: a host idle for most of the
+    past its score is measured against is not scored. Without the rule the load 'rises' before
+    every idle host's failure (score ~2 against ~0.3 at the controls' 95th percentile) and each
+    idle host fires when its job starts; with it those windows are left out (and counted), and
+    nothing fires on a host in the hours after an idle stretch."""
+    signal = fleet_test.Signal("host.load5", "rise", ">", 1.0, W)
+    outcome = windows.parse_outcome("NODE_FAIL")
+    lo, hi = int(BASE.timestamp()), int((BASE + timedelta(days=DAYS)).timestamp())
+    job_starts = {h: lo + (i0 + IDLE_H) * 3600 for h, i0 in IDLERS}
+
+    def fires_after_idle() -> int:
+        _, by_unit, _ = fleet_test._firing_minutes(fleet, signal, lo, hi, 60)
+        return sum(int(np.count_nonzero((t >= job_starts[h]) & (t < job_starts[h] + 6 * 3600)))
+                   for (h, _), t in by_unit.items() if h in job_starts)
+
+    monkeypatch.setattr(phase, "IDLE_PAST_SHARE", 1.01)  # never: the fleet test as it was
+    off = fleet_test.run(signal, outcome, clusters=[fleet]).as_dict()
+    off_fires = fires_after_idle()
+    monkeypatch.undo()
+    on = fleet_test.run(signal, outcome, clusters=[fleet]).as_dict()
+    assert off["table"]["a"] == len(IDLERS) and off["controls_excluded"]["before_hosts_idle_past"] == 0
+    assert off_fires > 0 and fires_after_idle() == 0
+    assert on["controls_excluded"]["before_hosts_idle_past"] == len(IDLERS)
+    assert on["no_data"]["before"] == len(IDLERS) and on["table"]["a"] + on["table"]["c"] == len(BUSY_FAILS)
+    assert on["table"]["a"] == 0 and on["alarms"] < off["alarms"]
