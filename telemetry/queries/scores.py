@@ -326,7 +326,8 @@ def iter_window_scores(cluster: str, spans, metrics: list[str], *, baseline_s: i
     try:
         for b, batch in enumerate(batches):
             if progress:
-                progress(done, len(metrics), f"scores: metrics {done + 1}-{done + len(batch)} of {len(metrics)}")
+                which = f"metric {done + 1}" if len(batch) == 1 else f"metrics {done + 1}-{done + len(batch)}"
+                progress(done, len(metrics), f"scores: {which} of {len(metrics)}")
             got: dict[str, list] = {m: [] for m in batch}
             while pending.next_batch() == b:
                 table = pending.take()

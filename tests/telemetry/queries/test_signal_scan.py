@@ -28,7 +28,9 @@ def test_the_precursor_ranks_first_and_the_noise_does_not_stand_out(fleet):
     assert first["n_before"] == 6 and first["n_control"] >= 12
     assert first["median_before"] > 0.4 > first["median_control"]  # ~0.5/s during a ramp
     assert second["metric"] == "cooling.inlet_temp" and second["q"] > 0.05
-    assert any("scores: metrics 1-2 of 2" in s for _, _, s in stages) and stages[-1][0] == stages[-1][1]
+    # a batch a kind (a counter, a gauge): a step each
+    assert [s for _, _, s in stages if "scores:" in s] == ["scores: metric 1 of 2", "scores: metric 2 of 2"]
+    assert stages[-1][0] == stages[-1][1]
 
 
 def test_a_scan_limited_to_some_metrics_and_an_outcome_with_none_in_range(fleet):
