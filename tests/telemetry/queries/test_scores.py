@@ -149,8 +149,8 @@ def _one_unit_score(cluster, spans, wi, host, unit, metric, t0s):
     lo = bounds[0] - 60
     table = scores.store.query_arrow(scores._UNITS["mixed"], {
         "cluster": cluster, "metrics": [metric], "counters": [metric], "hosts": [host], "lo_s": lo,
-        "hi_s": max(w.end for w in spans), "b_host": [1] * len(bounds), "b_t": bounds,
-        "b_keep": [2] * len(bounds)}, tag="test")
+        "hi_s": max(w.end for w in spans), **scores.bounds_params([1] * len(bounds), bounds, [2] * len(bounds))},
+        tag="test")
     d = table.to_pydict()
     keep = [k for k, u in enumerate(d["unit"]) if u == unit]
     segs = np.array([d["seg"][k] for k in keep])
