@@ -110,8 +110,8 @@ _ROWS = ("SELECT metric, host, component, toInt64(toUnixTimestamp(ts)) AS t, "
 
 # Each row's segment: the last boundary of its host at or before it (an ASOF join against the
 # boundaries, which go in as three comma-separated lists (``bounds_params``): the host's position in
-# ``hosts``, from 1 (``hid``), the boundary, and how its segment is read (``keep``: 0 not at all — a stretch no window or baseline
-# covers begins; 2 inside a window: a counter's minute rates too, what a rule reads; 1 otherwise,
+# ``hosts``, from 1 (``hid``), the boundary, and how its segment is read (``keep``: 0 not at all — a
+# stretch no window or baseline covers begins; 2 inside a window: a counter's minute rates too, what a rule reads; 1 otherwise,
 # see ``_bounds``); 0 where a row comes before all its host's boundaries). The boundaries are few (four
 # per window and host), so what a query costs grows with the rows it reads, not with the range or
 # the fleet (a look-up table per host and time cell cost ~4 µs per entry to bind, in every query).
@@ -138,7 +138,8 @@ def _segments_sql(rows: str, kind: str = "mixed") -> str:
     ``kind``: "counter" or "gauge" where every metric read is one (``_kind``): only what that kind
     is scored on is summed (the other's columns are 0) — the values are the same, and a gauge's
     query skips the counter's first and last values and minute rates, a counter's the sums of
-    squares (on the 96-host bench fleet a scan's engine time fell by about a seventh)."""
+    squares (with ``bounds_params``: the 96-host bench fleet's XID 74/79 scan ~8 % faster, the two
+    versions alternating three times)."""
     gauge = kind != "counter"
     counter = kind != "gauge"
     return (
