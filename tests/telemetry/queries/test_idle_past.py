@@ -151,3 +151,18 @@ def test_a_rise_rule_neither_fires_nor_raises_alarms_on_an_idle_past(fleet, monk
     assert on["controls_excluded"]["before_hosts_idle_past"] == len(IDLERS)
     assert on["no_data"]["before"] == len(IDLERS) and on["table"]["a"] + on["table"]["c"] == len(BUSY_FAILS)
     assert on["table"]["a"] == 0 and on["alarms"] < off["alarms"]
+
+
+def test_signals_together_leave_the_idle_past_out_of_a_rise_signal_as_its_own_test_does(fleet):
+    """The rise signal alone, beside the pair, is judged on the same windows as its own fleet test:
+    the windows of the hosts idle before their failure are left out and counted there too."""
+    from telemetry.queries import together
+
+    signal = fleet_test.Signal("host.load5", "rise", ">", 1.0, W)
+    outcome = windows.parse_outcome("NODE_FAIL")
+    alone = fleet_test.run(signal, outcome, clusters=[fleet]).as_dict()
+    r = together.run(signal, together.parse("and host.load5 > 50 within 30 min"), outcome, clusters=[fleet])
+    rows = {row["role"]: row for row in r["side_by_side"]}
+    assert rows["A alone"]["table"] == alone["table"] and alone["table"]["a"] == 0
+    assert r["controls_excluded"]["before_hosts_idle_past"] == len(IDLERS)
+    assert rows["together"]["table"]["a"] == 0
