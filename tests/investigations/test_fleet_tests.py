@@ -233,3 +233,25 @@ def test_the_pages_flag_a_rule_and_a_finding_that_track_checkpoint_writes(worker
     assert "within the strata it does not hold" in io
     first = [r for r in rows if 'class="mono"' in r][0]
     assert "gpu.pcie.replay" in first and "⚑" not in first  # the precursor: first, unflagged
+
+
+def test_the_page_says_which_hosts_a_rise_rule_did_not_read_for_an_idle_past(worker, investigator):
+    """A rule on the score leaves out hosts idle for most of the past their parts are scored
+    against, as the scan does: the job page counts them and says why, and the table holds the
+    windows that remain (three busy hosts' failures; the six after an idle stretch have no data)."""
+    from tests.telemetry.queries.test_idle_past import BUSY_FAILS, IDLERS, W, write_idle_fleet
+
+    write_idle_fleet("fleettest-idle")
+    h = hypotheses.pin_hypothesis(investigator, statement="the load rises before node failures", metric="host.load5",
+                                  component_scope="host", condition="rise", operator=">", threshold=1.0,
+                                  lead_window_s=W, outcome="NODE_FAIL")
+    job = fleet_test.start_fleet_test(investigator, h, cluster="fleettest-idle")
+    done = wait_for(job.pk, timeout=120)
+    assert done.state == "succeeded", done.error
+    r = done.result
+    assert r["controls_excluded"]["before_hosts_idle_past"] == len(IDLERS) and r["no_data"]["before"] == len(IDLERS)
+    assert r["table"]["a"] + r["table"]["c"] == len(BUSY_FAILS)
+    html = client_for(investigator).get(f"/jobs/{job.pk}/").content.decode()
+    assert (f"idle for half or more of the past their parts are scored against (no baseline under load: every "
+            f"load-driven metric would score high the moment a job runs): {len(IDLERS)} in windows before the outcome, "
+            f"{r['controls_excluded']['control_hosts_idle_past']} in controls") in html

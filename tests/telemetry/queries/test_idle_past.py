@@ -35,8 +35,8 @@ def _load(busy: np.ndarray, rng) -> np.ndarray:
     return np.where(busy, 80 + rng.normal(0, 3, len(busy)), 0.5 + np.abs(rng.normal(0, 0.2, len(busy))))
 
 
-@pytest.fixture(scope="module")
-def fleet(telemetry_store):
+def write_idle_fleet(cluster: str = CLUSTER) -> str:
+    """The fleet above under ``cluster`` (the job page's test writes it too)."""
     rng = np.random.default_rng(4)
     n = DAYS * 86400 // STEP
     ts = every(BASE, STEP, n)
@@ -45,7 +45,7 @@ def fleet(telemetry_store):
     jobs, alloc = [], []
 
     def run(job_id, host, a_h, b_h, state):
-        j, a = job_rows(job_id, host, BASE + timedelta(hours=b_h), state, CLUSTER, start=BASE + timedelta(hours=a_h))
+        j, a = job_rows(job_id, host, BASE + timedelta(hours=b_h), state, cluster, start=BASE + timedelta(hours=a_h))
         jobs.append(j), alloc.append(a)
 
     idle = dict(IDLERS)
@@ -66,10 +66,15 @@ def fleet(telemetry_store):
             busy &= ~((t_h >= t0) & (t_h < t0 + GAP_H))
         else:
             run(f"{k}a", host, 0, end_h, "COMPLETED")
-        write_samples(CLUSTER, host, "", "host.load5", ts, _load(busy, rng))
+        write_samples(cluster, host, "", "host.load5", ts, _load(busy, rng))
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
-    return CLUSTER
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def fleet(telemetry_store):
+    return write_idle_fleet()
 
 
 def test_hosts_idle_for_most_of_their_past_are_found_from_the_job_runs(fleet):
