@@ -205,13 +205,7 @@ def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(flee
 
     monkeypatch.setattr(scores, "_bounds", every_row)
     whole = scores.window_scores(fleet, spans, metrics, host_t0s=host_t0s)
-    for m in metrics:
-        for got, want in ((pruned.score[m], whole.score[m]), (pruned.level[m], whole.level[m]),
-                          (pruned.rule[m], whole.rule[m])):
-            assert list(got) == list(want) and len(want) == len(spans)
-            for w in want:
-                assert list(got[w]) == list(want[w])
-                assert np.allclose(list(got[w].values()), list(want[w].values()), rtol=1e-12, atol=0)
+    assert_same_values(pruned, whole, metrics, len(spans))
 
 
 def _cuts(by_host, spans):
@@ -325,6 +319,17 @@ def test_read_ahead_keeps_the_order_and_reads_one_item_ahead():
 KINDS_CLUSTER = "kinds"
 
 
+def assert_same_values(got: scores.Scores, want: scores.Scores, metrics, n_windows: int) -> None:
+    """The same windows and parts in the same order, and the same values (the engine's float sums
+    may differ in the last bits from query to query)."""
+    for m in metrics:
+        for a, b in ((got.score[m], want.score[m]), (got.level[m], want.level[m]), (got.rule[m], want.rule[m])):
+            assert list(a) == list(b) and len(b) == n_windows
+            for w in b:
+                assert list(a[w]) == list(b[w])
+                assert np.allclose(list(a[w].values()), list(b[w].values()), rtol=1e-12, atol=0), (m, w)
+
+
 def test_counter_and_gauge_queries_read_what_the_full_query_reads(telemetry_store, monkeypatch):
     """A batch of counters or of gauges only is read by a query that sums only what its kind is
     scored on (``scores._segments_sql``). Every score, level and rule value — of a gauge, of a
@@ -355,14 +360,7 @@ def test_counter_and_gauge_queries_read_what_the_full_query_reads(telemetry_stor
     monkeypatch.setattr(scores.store, "query_arrow", full)
     whole = scores.window_scores(KINDS_CLUSTER, spans, metrics)
     assert sum(q in scores._UNITS.values() for q in queries) == 2  # one batch a kind
-    for m in metrics:
-        for got, want in ((split.score[m], whole.score[m]), (split.level[m], whole.level[m]),
-                          (split.rule[m], whole.rule[m])):
-            assert list(got) == list(want) and len(want) == len(spans)
-            for w in want:
-                assert list(got[w]) == list(want[w])
-                # (the engine's float sums may differ in the last bits from query to query)
-                assert np.allclose(list(got[w].values()), list(want[w].values()), rtol=1e-12, atol=0), (m, w)
+    assert_same_values(split, whole, metrics, len(spans))
     assert any(v > 0 for w in split.rule["gpu.pcie.replay"].values() for v in w.values())
     # the rule a rise fires on reads the same: the rolling query per kind
     fired = 0
