@@ -230,7 +230,11 @@ def busy_past(minutes: dict, host: str, ends: np.ndarray, W: int) -> np.ndarray:
     if run is None or not len(run[0]):
         return n == 0
     # busy minutes on the grid of each past: a merged run [a, b) covers the grid's t with a <= t < b
-    a, b = _merged(run)
+    # (merged once per host: a rise rule asks again for each of the host's parts)
+    cache = minutes.setdefault("merged", {})
+    if host not in cache:
+        cache[host] = _merged(run)
+    a, b = cache[host]
     def grid_count(lo: np.ndarray, hi: np.ndarray, base: np.ndarray) -> np.ndarray:
         # grid points base + 60 k in [lo, hi)
         first = base + np.maximum(0, -((base - lo) // 60)) * 60
