@@ -95,7 +95,8 @@ def _summary(before, control, operator: str) -> dict | None:
 
 def rise_readings(before, control) -> dict | None:
     """What a ``rise`` rule reads in each window of a scan — the highest score (oriented, higher is
-    worse) over every part of the window's hosts, at the window's end — summarised for the pin rule
+    worse) over every part of the window's hosts (before an outcome that names the failing part,
+    that part's: what the fleet test judges there), at the window's end — summarised for the pin rule
     and the page: per side, the windows with a score (n) and the READING_QUANTILES (``q95`` etc.: at
     most 5 % of that side's windows score above it); and the share of windows before the outcome
     above each control quantile (``before_above``: what the rule's recall would have been at that
@@ -107,7 +108,8 @@ def level_readings(before, control, condition: str, operator: str) -> dict | Non
     """What a level rule — ``rate`` (a counter) or ``threshold`` (a gauge), ``condition`` — reads
     in each window of a scan, in the metric's own unit, as the fleet test fires it: the highest
     minute rate (the highest raw sample; for ``operator`` ``<``, a metric whose bad direction is
-    down, the lowest) over every series of every part of the window's hosts. Laid out as
+    down, the lowest) over every series of every part of the window's hosts (before an outcome that
+    names the failing part, of that part: what the fleet test judges there). Laid out as
     ``rise_readings`` plus ``condition`` and ``operator``; for ``<`` the quantiles are the lower
     ones (``q5``: at most 5 % of that side's windows below it) and ``before_below`` replaces
     ``before_above``. None without readings on both sides."""

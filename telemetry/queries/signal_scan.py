@@ -342,19 +342,26 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             read_b, read_c = readings.setdefault(metric, ([], []))
             lev_b, lev_c = level_reads.setdefault(metric, ([], []))
             lowest = catalog.get(metric).bad == "down"
+            reads = contrasts.window_reads(found, chosen, failing, families(unit_level))
             for wi, w in enumerate(found):
                 # What a rule reads there: the highest part score (rise), or the highest minute rate
                 # (counters) or raw value (gauges; the lowest where the bad direction is down) of
-                # any series (rate/threshold), over every part of the window's hosts — also where
-                # the outcome names the failing part and the fleet test judges that part alone: a
-                # deployed rule watches every part, so its threshold (the controls' 95th
-                # percentile, rules.pin_basis) is set to stay rare across whole jobs at healthy
-                # times; set on one part's readings it would sit in the quiet part's noise floor
-                # and raise alarms on every part of the fleet
-                rise_read = [v for k, v in unit_scores.get(wi, {}).items() if k[0] not in rise_skip.get(wi, ())]
+                # any series (rate/threshold). In a control window, over every part of the
+                # window's hosts — also where the outcome names the failing part and the fleet
+                # test judges that part alone: a deployed rule watches every part, so its
+                # threshold (the controls' 95th percentile, rules.pin_basis) is set to stay rare
+                # across whole jobs at healthy times; set on one part's readings it would sit in
+                # the quiet part's noise floor and raise alarms on every part of the fleet. Before
+                # the outcome, over the parts the fleet test judges there (``reads``: the failing
+                # part where the outcome names it), so the share of those windows past the
+                # threshold (``before_above``) is what the pinned rule's fleet test will count; a
+                # burst on another GPU of a 16-host job before an XID is no catch of the rule's
+                read = reads[wi] if w.kind == "before" else None
+                rise_read = [v for k, v in contrasts.read_parts(unit_scores.get(wi, {}), read).items()
+                             if k[0] not in rise_skip.get(wi, ())]
                 if rise_read:
                     (read_b if w.kind == "before" else read_c).append(max(rise_read))
-                got = [v for v in unit_rule.get(wi, {}).values() if math.isfinite(v)]
+                got = [v for v in contrasts.read_parts(unit_rule.get(wi, {}), read).values() if math.isfinite(v)]
                 if got:
                     (lev_b if w.kind == "before" else lev_c).append(min(got) if lowest else max(got))
             kinds = tested_as.setdefault(metric, [0, 0])

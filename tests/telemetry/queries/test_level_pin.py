@@ -202,3 +202,59 @@ def test_the_scan_page_and_the_pinned_hypothesis_say_which_rule_and_why(fleet, d
     assert "runs higher in the 3 h before XID 79" in h.statement
     assert (f"the 95th percentile of the highest minute rate of any part in {basis['n_control']} control windows, "
             f"passed in 8 of 8 windows before") in h.statement
+
+
+# A second fleet: before each XID 79 the failing gpu1 runs a little above its trickle (3x) while
+# its sibling gpu2 on the same host bursts (the job's heavy phase, say); at healthy times nothing
+# bursts. What the pinned rule will be judged on before the outcome is the failing GPU (the fleet
+# test reads that part alone), so the readings before the outcome must be that GPU's: read over
+# every GPU of the host they would credit the rule with the sibling's bursts.
+SIB = "levelpin-sibling"
+SIB_HOSTS = [f"s{i:02d}" for i in range(10)]
+SIB_FAILURES = {"s00": 40, "s01": 52, "s02": 64, "s03": 76, "s04": 88, "s05": 100}
+
+
+@pytest.fixture(scope="module")
+def sibling_fleet(telemetry_store):
+    rng = np.random.default_rng(7)
+    days = 5
+    n = days * 86400 // STEP
+    ts = every(BASE, STEP, n)
+    for host in SIB_HOSTS:
+        for g in range(GPUS):
+            rate = np.full(n, HEALTHY)
+            if host in SIB_FAILURES:
+                t0 = SIB_FAILURES[host] * 3600 // STEP
+                if g == 1:
+                    rate[t0 - W // STEP:t0] = 3 * HEALTHY
+                if g == 2:
+                    rate[t0 - W // STEP:t0] = 40.0
+            write_samples(SIB, host, f"gpu{g}", METRIC, ts, np.cumsum(rng.poisson(rate)))
+    write_part_failures(SIB, SIB_HOSTS, SIB_FAILURES, BASE + timedelta(days=days), xid=79, component="gpu1", gpus=GPUS)
+    return SIB
+
+
+def test_the_readings_before_the_outcome_are_the_failing_parts_as_the_fleet_test_judges(sibling_fleet):
+    scan = signal_scan.scan(windows.parse_outcome("XID 79"), W, clusters=[SIB], metrics=[METRIC])
+    row = scan["rows"][0]
+    assert scan["components_named"] == len(SIB_FAILURES) and row["statistic"] == "level", row
+    levels, rise = row["level_readings"], row["rise_readings"]
+    assert levels["before"]["n"] == len(SIB_FAILURES) and levels["control"]["n"] >= rules.MIN_PIN_CONTROLS
+    # the failing GPU's highest minute rate: a handful of replays, nowhere near the sibling's ~20/min
+    assert levels["before"]["q95"] < 0.1, levels
+    # so no window before the outcome passes the controls' 95th percentile on the failing GPU
+    assert levels["before_above"]["q95"] == 0.0 and rise["before_above"]["q95"] < 1.0, (levels, rise)
+    # the fleet test of each rule set the same way counts what its readings said before the outcome
+    basis = rules.pin_basis(row, "up")
+    for rule in (basis, basis["rival"]):
+        res = ft.run(ft.Signal(METRIC, rule["condition"], rule["operator"], rule["threshold"], W),
+                     windows.parse_outcome("XID 79"), clusters=[SIB]).as_dict()
+        t = res["table"]
+        assert t["a"] + t["c"] == rule["n_before"] == len(SIB_FAILURES), (rule, t)
+        assert t["a"] == round(rule["before_above"] * rule["n_before"]), (rule, t)
+    # the level rule catches none (the sibling's bursts are not the failing GPU's); the failing
+    # GPU's own 3x rise passes its rise threshold before some, so the pin takes the rise rule
+    level = basis if basis["condition"] == "rate" else basis["rival"]
+    assert level["condition"] == "rate" and level["before_above"] == 0.0, basis
+    assert basis["condition"] == "rise" and basis["before_above"] > 0, basis
+    assert "a rate rule set the same way passes before only 0 of 6" in rules.pin_text(row, "up")
