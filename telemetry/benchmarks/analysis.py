@@ -91,6 +91,7 @@ MIRRORS = {
     "gpu.ecc.sram_sbe_volatile": ("gpu.ecc.sbe_volatile", "gpu.ecc.sbe_aggregate"),
     "gpu.row_remap.pending": ("gpu.row_remap.correctable", "gpu.xid_count"),
     "net.link_down": ("net.carrier_changes", "ib.link_downed", "ib.link_error_recovery"),
+    "net.symbol_errors": ("ib.symbol_errors", "ib.port_rcv_errors"),
     "gpu.temp": ("gpu.mem_temp", "gpu.temp_margin", "gpu.sm_clock", "cooling.fan_rpm"),
     "gpu.throttle.thermal_ns": ("gpu.clock_event.sw_thermal_ns", "gpu.clock_event.hw_thermal_ns", "gpu.sm_clock",
                                 "gpu.clock_event_reasons", "job.step_time_s", "job.throughput", "job.mfu"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import statistics
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -301,3 +301,30 @@ def test_a_preempted_job_is_requeued_under_its_jobid_and_is_not_an_interruption(
         assert later or end > max(r[3] or 0 for r in rows) - 3 * 3600 * 1000, job_id
     from telemetry.queries.interruptions import INTERRUPTION_STATES
     assert "PREEMPTED" not in INTERRUPTION_STATES
+
+
+def test_the_ib_symbol_counters_count_the_ports_symbol_errors_and_the_bench_counts_them_as_its_mirrors(fleet):
+    """``ib.symbol_errors`` counts every event of the port's ``net.symbol_errors`` (a network
+    precursor included) plus bursts of its own, ``ib.port_rcv_errors`` half of them: a finding on
+    either before ``link down`` is the precursor seen through another counter, and the bench
+    (``analysis.TRUE_METRICS``) must not count it as a false one."""
+    from telemetry.benchmarks import analysis
+
+    manifest, store = fleet
+    a = parse_iso(manifest["config"]["start"])
+    b = a + timedelta(days=manifest["config"]["days"])
+    # reset-aware: after a reboot the counters start again from 0, and what they count since is theirs
+    sql = INCREASE_SQL.replace("sum(greatest(value - pv, 0))", "sum(if(value >= pv, value - pv, value))")
+
+    def counted(metric):
+        return {(h, c): float(v) for h, c, v in rows(store, sql, m=metric, a=a, b=b)}
+
+    sym, ib, rcv = counted("net.symbol_errors"), counted("ib.symbol_errors"), counted("ib.port_rcv_errors")
+    assert sym and sum(sym.values()) > 0
+    missed = [(k, v, ib[k]) for k, v in sym.items() if ib[k] < v - 1e-6 * max(1.0, v)]  # (float totals)
+    assert not missed, f"ib.symbol_errors counted fewer than net.symbol_errors on {len(missed)} ports: {missed[:5]}"
+    assert sum(ib.values()) > sum(sym.values())  # and has bursts of its own
+    # (half of each scrape's symbol errors, rounded down, plus bursts of its own)
+    top = max(sym, key=sym.get)
+    assert rcv[top] >= 0.4 * sym[top], (top, sym[top], rcv[top], sum(sym.values()), sum(rcv.values()))
+    assert {"ib.symbol_errors", "ib.port_rcv_errors"} <= analysis.TRUE_METRICS["network"]
