@@ -28,7 +28,10 @@ Then, for every root-cause class that has precursors in the manifest:
 Printed figures (``--json``: one object):
 
 - ``classes_with_precursor``; ``scan_top3_recall``: share of them whose true precursor ranks in
-  the scan's top 3;
+  the scan's top 3; beside it (never instead) ``scan_top3_recall_past_true_rows``: the same once
+  the rows above it that carry a precursor of a cause in that outcome are passed over (its mirrors,
+  its chain's later steps — a network failure's link flaps — or another class's precursor sharing
+  the outcome: hbm3's DRAM counter before XID 48); per class ``rank_past_true_rows``;
 - ``true_hypotheses_min_lift`` / ``true_hypotheses_max_p``: the weakest of the fleet tests;
 - ``false_discovery_rate``: findings at q < 0.05 that are not a true precursor, over all findings
   at q < 0.05, over the distinct scans. A finding is true when its metric carries the precursor of
@@ -245,6 +248,11 @@ def run(options: dict, progress) -> dict:
         true_metric = TRUE_PRECURSOR[cause]
         rank = next((i + 1 for i, r in enumerate(rows) if r["metric"] == true_metric), None)
         row = rows[rank - 1] if rank else None
+        # its rank once rows above it that carry a precursor of a cause in this outcome (its mirrors,
+        # its chain's later steps, another class's precursor sharing the outcome) are passed over
+        outcome_true = frozenset().union(*(TRUE_METRICS.get(c, frozenset())
+                                           for c in _outcome_causes(manifest, windows.parse_outcome(text))))
+        rank_past_true = (1 + sum(1 for r in rows[:rank - 1] if r["metric"] not in outcome_true)) if rank else None
         # a row the scan could not test has no rank (the untested come last, alphabetically)
         conf_ranks = [i + 1 for i, r in enumerate(rows) if r["metric"] in WORKLOAD_METRICS and r["q"] is not None]
         fails = [f for f in manifest["failures"] if f["cause"] == cause]
@@ -262,7 +270,7 @@ def run(options: dict, progress) -> dict:
             # past their scores are measured against (phase.idle_past_hosts), before the outcome / controls
             "idle_past_hosts_left_out": [(result.get("controls_excluded") or {}).get("before_hosts_idle_past", 0),
                                          (result.get("controls_excluded") or {}).get("control_hosts_idle_past", 0)],
-            "rank": rank, "auc": row and row["auc"], "q": row and row["q"],
+            "rank": rank, "rank_past_true_rows": rank_past_true, "auc": row and row["auc"], "q": row and row["q"],
             "median_before": row and row["median_before"], "median_control": row and row["median_control"],
             "top5": [(r["metric"], r["q"] and round(r["q"], 4)) for r in rows[:5]],
             "true_flags": row["flags"] if row else None,
@@ -314,6 +322,11 @@ def run(options: dict, progress) -> dict:
     out = {
         "classes_with_precursor": len(classes),
         "scan_top3_recall": round(sum(1 for c in per_class if c["rank"] and c["rank"] <= 3) / len(classes), 3)
+        if classes else None,
+        # beside, never instead of, scan_top3_recall: rows above the true precursor that carry
+        # another true precursor of the same outcome passed over (rank_past_true_rows)
+        "scan_top3_recall_past_true_rows": round(sum(1 for c in per_class if c["rank_past_true_rows"]
+                                                     and c["rank_past_true_rows"] <= 3) / len(classes), 3)
         if classes else None,
         "classes_underpowered": [c["class"] for c in per_class if c["underpowered"]],
         "scan_top3_recall_powered": round(sum(1 for c in powered if c["rank"] and c["rank"] <= 3) / len(powered), 3)

@@ -55,6 +55,13 @@ def test_it_prints_every_key_with_sane_values(result):
     powered = [c for c in result["classes"] if not c["underpowered"]]
     assert result["scan_top3_recall_powered"] == (
         round(sum(1 for c in powered if c["rank"] and c["rank"] <= 3) / len(powered), 3) if powered else None)
+    # passing over rows that carry another true precursor of the outcome can only lift a class's rank
+    for c in result["classes"]:
+        assert (c["rank_past_true_rows"] is None) == (c["rank"] is None)
+        assert c["rank"] is None or 1 <= c["rank_past_true_rows"] <= c["rank"]
+    assert result["scan_top3_recall_past_true_rows"] == round(
+        sum(1 for c in result["classes"] if c["rank"] and c["rank_past_true_rows"] <= 3) / n, 3)
+    assert result["scan_top3_recall_past_true_rows"] >= result["scan_top3_recall"]
     if result["true_hypotheses_tested"]:
         assert result["true_hypotheses_min_lift"] == pytest.approx(min(c["lift"] for c in result["classes"]
                                                                        if c["lift"] is not None), rel=1e-3)
