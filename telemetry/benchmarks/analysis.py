@@ -208,6 +208,12 @@ def _outcome_causes(manifest: dict, outcome: windows.Outcome) -> set[str]:
     return out
 
 
+def _outcome_true(manifest: dict, text: str) -> frozenset[str]:
+    """The metrics that carry a precursor of a cause whose interruptions the outcome ``text`` catches."""
+    return frozenset().union(*(TRUE_METRICS.get(c, frozenset())
+                               for c in _outcome_causes(manifest, windows.parse_outcome(text))))
+
+
 def run(options: dict, progress) -> dict:
     cfg_store = store.config()
     migrate.migrate(store.get_client(), migrate.Target(cluster=cfg_store.cluster, ttl_days=cfg_store.ttl_days),
@@ -250,8 +256,7 @@ def run(options: dict, progress) -> dict:
         row = rows[rank - 1] if rank else None
         # its rank once rows above it that carry a precursor of a cause in this outcome (its mirrors,
         # its chain's later steps, another class's precursor sharing the outcome) are passed over
-        outcome_true = frozenset().union(*(TRUE_METRICS.get(c, frozenset())
-                                           for c in _outcome_causes(manifest, windows.parse_outcome(text))))
+        outcome_true = _outcome_true(manifest, text)
         rank_past_true = (1 + sum(1 for r in rows[:rank - 1] if r["metric"] not in outcome_true)) if rank else None
         # a row the scan could not test has no rank (the untested come last, alphabetically)
         conf_ranks = [i + 1 for i, r in enumerate(rows) if r["metric"] in WORKLOAD_METRICS and r["q"] is not None]
@@ -302,8 +307,7 @@ def run(options: dict, progress) -> dict:
     findings = false_findings = 0
     false_list = []
     for text, result in scans.items():
-        causes = _outcome_causes(manifest, windows.parse_outcome(text))
-        true_set = frozenset().union(*(TRUE_METRICS.get(c, frozenset()) for c in causes))
+        true_set = _outcome_true(manifest, text)
         for r in result["rows"]:
             if r["q"] is not None and r["q"] < Q_FINDING:
                 findings += 1

@@ -354,8 +354,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                 # the quiet part's noise floor and raise alarms on every part of the fleet. Before
                 # the outcome, over the parts the fleet test judges there (``reads``: the failing
                 # part where the outcome names it), so the share of those windows past the
-                # threshold (``before_above``) is what the pinned rule's fleet test will count; a
-                # burst on another GPU of a 16-host job before an XID is no catch of the rule's
+                # threshold (``before_above``) is what the pinned rule's fleet test will count (a
+                # burst on another GPU of the job before an XID is not the rule catching the failure)
                 read = reads[wi] if w.kind == "before" else None
                 rise_read = [v for k, v in contrasts.read_parts(unit_scores.get(wi, {}), read).items()
                              if k[0] not in rise_skip.get(wi, ())]
