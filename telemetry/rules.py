@@ -122,7 +122,7 @@ def level_readings(before, control, condition: str, operator: str) -> dict | Non
 def _past(x: float, operator: str) -> float:
     """x to 4 significant digits, rounded away from the controls (up for ``>``, down for ``<``), so
     the rounding never lets a control window at the quantile pass the rule."""
-    r = float(f"{x:.4g}")
+    r = float(f"{x:.4g}") + 0.0  # never -0.0
     if x == 0 or (r >= x if operator == ">" else r <= x):
         return r
     step = 10.0 ** (math.floor(math.log10(abs(r or x))) - 3)
@@ -200,7 +200,8 @@ def _rise_basis(row: dict, bad: str, check: bool = True) -> dict | None:
                          f"needs at least {MIN_PIN_CONTROLS} (scan a longer history)")
     key = f"q{round(PIN_QUANTILE * 100)}"
     # scores are oriented (higher is worse), whatever the bad direction: the rule is always "> q"
-    return {"condition": "rise", "operator": ">", "threshold": float(f"{float(readings['control'][key]):.4g}"),
+    # + 0.0: a quantile of -0.0 (a flat part's centred score) would read "rise > -0"
+    return {"condition": "rise", "operator": ">", "threshold": float(f"{float(readings['control'][key]):.4g}") + 0.0,
             "quantile": PIN_QUANTILE, "n_control": n, "n_before": int(readings["before"]["n"]),
             "before_above": float(readings["before_above"][key]), "control_above": 1 - PIN_QUANTILE}
 

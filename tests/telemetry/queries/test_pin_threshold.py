@@ -126,3 +126,14 @@ def test_too_few_controls_are_refused_and_the_quantile_is_exact():
         rules.pin_rule(few, "up", True)
     assert "12 control windows" in rules.pin_text(few, "up")
     assert rules.rise_readings([], control) is None and rules.rise_readings([float("nan")], control) is None
+
+
+def test_a_threshold_at_zero_reads_zero_not_minus_zero():
+    """The controls' 95th percentile of a score can be -0.0 (a median-centred score of a flat part):
+    the rule read 'rise > -0' on the psu pin of the 256 x 40 bench fleet."""
+    control = [-0.0] * 96 + [1.0] * 4
+    r = rules.rise_readings([2.0, 3.0, -0.0], control)
+    row = {"metric": METRIC, "median_score_before": 2.0, "median_score_control": -0.0, "rise_readings": r}
+    condition, op, threshold = rules.pin_rule(row, "up", True)
+    assert (condition, op, threshold) == ("rise", ">", 0.0)
+    assert str(threshold) == "0.0" and "> 0:" in rules.pin_text(row, "up")
