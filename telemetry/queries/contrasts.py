@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,7 +196,8 @@ def _fisher(ps: list[float]) -> float | None:
 
 
 def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units, highest: bool,
-            into: dict | None = None, *, levels: dict | None = None, highest_level: bool | None = None) -> dict:
+            into: dict | None = None, *, levels: dict | None = None, highest_level: bool | None = None,
+            groups: "list[Concentration] | None" = None) -> dict:
     """Each failure's contrast p-values and job-wide share for one metric in one cluster, added to
     ``into`` (``summarize`` turns the pooled parts into the result).
 
@@ -203,15 +205,21 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
     ``windows`` the scan's windows (kinds before / same_hosts / peers / own, ``index`` = failure);
     ``units[i]`` the failing (host, unit) of failure i or None; ``levels`` (same shape, optional)
     the units' raw values, which the group test (``summarize``'s tracks_group) compares instead:
-    a group that runs hotter at any time shows in its level, not in a self-normalised score."""
+    a group that runs hotter at any time shows in its level, not in a self-normalised score.
+    ``groups``: the groups the failures concentrate on (``concentration``, every cluster's, known
+    before any metric is read); only for them are the control hosts' levels kept, inside and outside
+    each group, as flat float arrays — a fleet's control windows × hosts × metrics as Python pairs
+    grew the scan's memory with the fleet (~86 bytes a pair; 8 here, and none without a group)."""
     level_values = unit_values if levels is None else levels
     sign_level = (1.0 if highest else -1.0) if highest_level is None else (1.0 if highest_level else -1.0)
     sign = 1.0 if highest else -1.0
     by_failure: dict[int, dict[str, list[int]]] = {}
     for wi, w in enumerate(windows):
         by_failure.setdefault(w.index, {}).setdefault(w.kind, []).append(wi)
+    groups = list(groups or ())
     into = into if into is not None else {"ps": {"siblings": [], "own_history": [], "healthy": []}, "shares": [],
-                                          "levels": set(), "control_hosts": [], "failing_hosts": []}
+                                          "levels": set(), "failing_hosts": [],
+                                          "group_levels": [(array("d"), array("d")) for _ in groups]}
     ps, shares, levels = into["ps"], into["shares"], into["levels"]
     for i, kinds in sorted(by_failure.items()):
         before = kinds.get("before", [])
@@ -226,11 +234,14 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
         control_wins = kinds.get("same_hosts", []) + kinds.get("peers", [])
         fail = units[i] if i < len(units) else None
         into["failing_hosts"].append(fail[0] if fail else tuple(windows[before[0]].hosts))
-        for wi in control_wins:
+        for wi in control_wins if groups else ():
             by_h: dict[str, float] = {}
             for (h, _), x in level_values.get(wi, {}).items():
                 by_h[h] = max(by_h.get(h, -np.inf), sign_level * x)
-            into["control_hosts"] += list(by_h.items())
+            for g, (inside, outside) in zip(groups, into["group_levels"]):
+                for h, x in by_h.items():
+                    if math.isfinite(x):
+                        (inside if h in g.hosts else outside).append(x)
         fam = family(fail[1]) if fail else None
         if fail and fail in vals:
             levels.add("component")
@@ -280,9 +291,8 @@ def summarize(parts: dict | None, groups: "list[Concentration] | None" = None) -
         flag = (f"moved on every host of the job: above the healthy hosts' 90th percentile on "
                 f"{share:.0%} of the job's other hosts (median over {multi} failures)")
     tracks = []
-    for g in groups or ():
-        inside = np.array([x for h, x in parts["control_hosts"] if h in g.hosts and np.isfinite(x)])
-        outside = np.array([x for h, x in parts["control_hosts"] if h not in g.hosts and np.isfinite(x)])
+    for g, (inside, outside) in zip(groups or (), parts["group_levels"]):
+        inside, outside = np.asarray(inside, dtype=float), np.asarray(outside, dtype=float)
         if len(inside) >= 3 and len(outside) >= 3:
             res = mannwhitneyu(inside, outside, alternative="greater")
             auc = float(res.statistic) / (len(inside) * len(outside))

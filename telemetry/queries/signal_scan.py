@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from array import array
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -277,6 +278,9 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         plan.append((cluster, present))
     total = sum(len(p) for _, p in plan) or 1
     done = 0
+    # First every cluster's interruptions, failing parts and the groups they concentrate on: the
+    # groups are known before any metric is read, so only their hosts' levels are kept (collect)
+    prepared = []
     for cluster, present in plan:
         if not present:
             continue
@@ -288,6 +292,12 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         hi_all = hi_s if hi_all is None else max(hi_all, hi_s)
         say(done, total, f"cluster {cluster}: interruptions of {outcome.label}")
         chosen, host_t0s = windows.outcome_interruptions(cluster, outcome, W, lo_s, hi_s, timeout_s=timeout_s)
+        failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s) if chosen else []
+        if chosen:
+            groups += contrasts.concentration(cluster, [u[0] if u else it.hosts for u, it in zip(failing, chosen)],
+                                              timeout_s=timeout_s)
+        prepared.append((cluster, present, lo_s, hi_s, chosen, host_t0s, failing))
+    for cluster, present, lo_s, hi_s, chosen, host_t0s, failing in prepared:
         stratum0 = n_outcome  # each interruption's window and its controls: one stratum, numbered over clusters
         n_outcome += len(chosen)
         if not chosen:
@@ -296,14 +306,10 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         hosts = hosts_of(cluster, timeout_s=timeout_s)
         allocations = windows.Allocations.load(cluster, *windows.allocation_range(lo_s, hi_s, W), timeout_s=timeout_s)
         matched = matched or bool(allocations)
-        failing = contrasts.failing_units(cluster, chosen, outcome, timeout_s=timeout_s)
         found = windows.matched_windows(cluster, chosen, host_t0s, W, lo_s, hi_s, hosts, allocations,
                                         excluded=excluded, failing=failing,
                                         failed=windows.failed_t0s(cluster, host_t0s, timeout_s=timeout_s))
         n_named += sum(u is not None for u in failing)
-        found_groups = contrasts.concentration(cluster, [u[0] if u else it.hosts for u, it in zip(failing, chosen)],
-                                               timeout_s=timeout_s)
-        groups += found_groups
         spans = found + contrasts.own_history_windows(chosen, windows.with_lead_window(found, failing), host_t0s, W, lo_s)
         phased, idle_past = phase.window_phases_and_idle_past(cluster, found, lo_s, hi_s, timeout_s=timeout_s)
         # where the outcome names no part, hosts idle for most of their past are not scored there
@@ -333,14 +339,16 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             picked = pick_values(found, chosen, failing, unit_scores, unit_level, unit_rule,
                                  -1.0 if catalog.get(metric).bad == "down" else 1.0)
             adjusted = size_adjusted(found, failing, picked, unit_scores)
-            before, control = values.setdefault(metric, ([], []))
-            adj_b, adj_c = adjusted_values.setdefault(metric, ([], []))
-            strata_b, strata_c = strata.setdefault(metric, ([], []))
-            raw_b, raw_c = raws.setdefault(metric, ([], []))
+            # flat arrays, not lists of floats: a window's numbers per metric, ~8 bytes each instead of
+            # ~32, held for every metric until the ranking (a big fleet has thousands of windows)
+            before, control = values.setdefault(metric, (array("d"), array("d")))
+            adj_b, adj_c = adjusted_values.setdefault(metric, (array("d"), array("d")))
+            strata_b, strata_c = strata.setdefault(metric, (array("q"), array("q")))
+            raw_b, raw_c = raws.setdefault(metric, (array("d"), array("d")))
             where_b, where_c = where.setdefault(metric, ([], []))
             gaps = no_data.setdefault(metric, [0, 0])
-            read_b, read_c = readings.setdefault(metric, ([], []))
-            lev_b, lev_c = level_reads.setdefault(metric, ([], []))
+            read_b, read_c = readings.setdefault(metric, (array("d"), array("d")))
+            lev_b, lev_c = level_reads.setdefault(metric, (array("d"), array("d")))
             lowest = catalog.get(metric).bad == "down"
             reads = contrasts.window_reads(found, chosen, failing, families(unit_level))
             for wi, w in enumerate(found):
@@ -380,7 +388,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                 else:
                     gaps[w.kind != "before"] += 1
             parts[metric] = contrasts.collect(unit_scores, spans, failing, True, parts.get(metric),
-                                              levels=unit_level, highest_level=catalog.get(metric).bad != "down")
+                                              levels=unit_level, highest_level=catalog.get(metric).bad != "down",
+                                              groups=groups)
         done += len(names)
     say(total, total, "ranking")
     rows = []

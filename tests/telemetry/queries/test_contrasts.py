@@ -93,3 +93,22 @@ def test_a_job_split_evenly_between_racks_counts_on_the_same_rack_every_run(clea
     assert [(g.value, g.failures, g.of) for g in racks] == [("rack-a", 8, 8)]
     # the rule itself, whatever order the values come in
     assert contrasts.concentration("tie", [tuple(reversed(j)) for j in jobs], timeout_s=30)[0].value == "rack-a"
+
+
+def test_control_levels_are_kept_only_for_the_groups_the_failures_concentrate_on():
+    """The scan holds every metric's pooled parts until it ranks them: the control hosts' levels
+    are kept only where a group needs them (inside and outside it), never per host pair."""
+    from types import SimpleNamespace as W
+
+    wins = [W(index=0, kind="before", hosts=("a", "b")), W(index=0, kind="same_hosts", hosts=("a", "b")),
+            W(index=0, kind="peers", hosts=("c", "d"))]
+    vals = {0: {("a", "gpu0"): 5.0, ("b", "gpu0"): 1.0}, 1: {("a", "gpu0"): 1.0, ("b", "gpu1"): 2.0},
+            2: {("c", "gpu0"): 3.0, ("d", "gpu0"): float("nan"), ("d", "gpu1"): 4.0}}
+    none = contrasts.collect(vals, wins, [("a", "gpu0")], True)
+    assert none["group_levels"] == [] and "control_hosts" not in none
+    g = contrasts.Concentration("driver", "535.104", 1, 1, 0.5, 0.5, frozenset({"a", "c"}))
+    got = contrasts.collect(vals, wins, [("a", "gpu0")], True, groups=[g])
+    inside, outside = got["group_levels"][0]
+    assert sorted(inside) == [1.0, 3.0] and sorted(outside) == [2.0, 4.0]  # each host's worst; NaN left out
+    again = contrasts.collect(vals, wins, [("a", "gpu0")], True, got, groups=[g])  # a second cluster adds
+    assert len(again["group_levels"][0][0]) == 4
