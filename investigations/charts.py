@@ -279,7 +279,8 @@ def events_weekly_bar(rows: Sequence[tuple[str, str, int]]) -> go.Figure:
 
 
 CONTRASTS = (("healthy", "healthy parts at matched times"), ("siblings", "siblings in the same job"),
-             ("own_history", "the part's own earlier windows"))
+             ("own_history", "the part's own earlier windows"),
+             ("job_spread", "most extreme host against the job's others (no part named)"))
 
 
 def scan_contrasts(rows: Sequence[dict]) -> go.Figure:

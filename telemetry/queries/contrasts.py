@@ -42,10 +42,20 @@ hosts as elsewhere) is not.
 Job-wide flag
 -------------
 Per failure of a job with two or more hosts, the share of the job's other hosts whose worst
-value exceeds the 90th percentile of the healthy control hosts. When that share is at least
-one half in the median failure, the finding is flagged "moved on every host of the job": the
-workload (a heavy phase, a checkpoint write, the job's own temperature) explains it better than
-a failing part, unless the failing unit still stands out among its siblings.
+value exceeds the 90th percentile of the healthy control hosts (for a finding *lower* before the
+outcome — a metric without a bad direction — the share below their 10th percentile). When that
+share is at least one half in the median failure, the finding is flagged "moved on every host of
+the job": the workload (a heavy phase, a checkpoint write, the job's own temperature) explains it
+better than a failing part, unless the failing unit still stands out among its siblings.
+
+Where the outcome names no part (a Slurm NODE_FAIL: which host failed is not known), there are no
+siblings of a failing part to compare with; the within-job contrast is then **job spread**: how
+far the job's most extreme host stands out from its other hosts (its distance from the median of
+theirs — below it, for a finding lower before the outcome — over their own spread, ``_spread``) in
+the window before the outcome, ranked among the same figure in that failure's control windows of
+three or more hosts. A failing host that heats up stands out from its job peers more than any host does at
+healthy times; a checkpoint write or a heavy phase moves every host together, and the spread
+stays as it was: the workload cancels here as it does among a failing part's siblings.
 """
 from __future__ import annotations
 
@@ -218,7 +228,8 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
         by_failure.setdefault(w.index, {}).setdefault(w.kind, []).append(wi)
     groups = list(groups or ())
     into = into if into is not None else {"ps": {"siblings": [], "own_history": [], "healthy": []}, "shares": [],
-                                          "levels": set(), "failing_hosts": [],
+                                          "levels": set(), "failing_hosts": [], "shares_low": [],
+                                          "spread": {"up": [], "down": []},
                                           "group_levels": [(array("d"), array("d")) for _ in groups]}
     ps, shares, levels = into["ps"], into["shares"], into["levels"]
     for i, kinds in sorted(by_failure.items()):
@@ -264,32 +275,63 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
             ps["healthy"].append(_rank_p(v, healthy))
         # job-wide: the job's other hosts against the healthy control hosts
         others = [x for h, x in hosts_v.items() if not fail or h != fail[0]]
-        ref = np.array([x for wi in control_wins for x in _hosts_worst(unit_values.get(wi, {}), sign)])
+        by_control = [_hosts_worst(unit_values.get(wi, {}), sign) for wi in control_wins]
+        ref = np.array([x for xs in by_control for x in xs])
         ref = ref[np.isfinite(ref)]
         if len(hosts_v) >= 2 and len(others) and len(ref):
             shares.append(float(np.mean(np.asarray(others) > np.quantile(ref, 0.9))))
+            into["shares_low"].append(float(np.mean(np.asarray(others) < np.quantile(ref, 0.1))))
+        if fail is None and len(hosts_v) >= 2:
+            # no failing part named: the job's most extreme host against its others (job spread)
+            for way in ("up", "down"):
+                ref_spread = np.array([_spread(xs, way) for xs in by_control])
+                into["spread"][way].append(_rank_p(_spread(list(hosts_v.values()), way), ref_spread))
     return into
 
 
-def summarize(parts: dict | None, groups: "list[Concentration] | None" = None) -> dict:
-    """The three contrasts (combined p, failures behind it, whether it holds), the job-wide flag,
-    and, for each group the failures concentrate on (``concentration``), a flag when the metric
-    also runs worse on that group's hosts at healthy times: the group, not the coming failure,
-    explains it."""
+def _spread(host_values: list[float], way: str) -> float:
+    """How far the job's most extreme host (highest for ``up``, lowest for ``down``) stands out
+    from its other hosts, in their own spread: its distance from their median over their scaled
+    median absolute deviation (infinite from identical others, 0 at them). Scale-free on purpose:
+    scores are in units of each part's own past, so a job-wide move of 20 of them comes with hosts
+    a few tenths apart (each host's past has its own width) where quiet hosts sit a few hundredths
+    apart, and a raw gap would read that as a host standing out. NaN with fewer than three hosts
+    with a value (no spread among the others)."""
+    xs = np.sort(np.asarray([x for x in host_values if np.isfinite(x)], dtype=float))
+    if len(xs) < 3:
+        return np.nan
+    extreme, others = (xs[-1], xs[:-1]) if way == "up" else (xs[0], xs[1:])
+    mid = float(np.median(others))
+    gap = float(extreme - mid) if way == "up" else float(mid - extreme)
+    scale = 1.4826 * float(np.median(np.abs(others - mid)))
+    if scale == 0:
+        return np.inf if gap > 0 else 0.0
+    return gap / scale
+
+
+def summarize(parts: dict | None, groups: "list[Concentration] | None" = None, *, low: bool = False) -> dict:
+    """The three contrasts (combined p, failures behind it, whether it holds) — with ``job_spread``
+    where failures name no part —, the job-wide flag, and, for each group the failures concentrate
+    on (``concentration``), a flag when the metric also runs worse on that group's hosts at healthy
+    times: the group, not the coming failure, explains it. ``low``: the finding is lower before the
+    outcome (a metric without a bad direction), so job-wide and spread read the low side."""
     if not parts:
         return {"level": None, "contrasts": {}, "job_wide_share": None, "job_wide": None, "tracks_group": []}
-    ps, shares, levels = parts["ps"], parts["shares"], parts["levels"]
+    ps, levels = parts["ps"], parts["levels"]
+    shares = parts["shares_low"] if low else parts["shares"]
     multi = len(shares)
     out = {}
-    for name, plist in ps.items():
+    for name, plist in [*ps.items(), ("job_spread", parts["spread"]["down" if low else "up"])]:
         got = [p for p in plist if p is not None]
         p = _fisher(got)
+        if name == "job_spread" and not got:
+            continue
         out[name] = {"p": p, "failures": len(got), "survives": p is not None and p < SURVIVES_P}
     share = float(np.median(shares)) if shares else None
     flag = None
     if share is not None and multi >= 2 and share >= JOB_WIDE_SHARE:
-        flag = (f"moved on every host of the job: above the healthy hosts' 90th percentile on "
-                f"{share:.0%} of the job's other hosts (median over {multi} failures)")
+        flag = (f"moved on every host of the job: {'below' if low else 'above'} the healthy hosts' "
+                f"{10 if low else 90}th percentile on {share:.0%} of the job's other hosts (median over {multi} failures)")
     tracks = []
     for g, (inside, outside) in zip(groups or (), parts["group_levels"]):
         inside, outside = np.asarray(inside, dtype=float), np.asarray(outside, dtype=float)

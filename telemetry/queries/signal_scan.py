@@ -55,10 +55,11 @@ below otherwise):
 - ``p``: the Mann–Whitney U test, one-sided in the bad direction (two-sided for ``none``); under
   heavy ties the exact permutation test (its distribution counted over the tie groups, ``rank_sum_p``)
   where the normal approximation claims p < 0.01. Where
-  the outcome names the failing part and the metric moved on the job's other hosts too (the
-  job-wide flag), a finding must also hold within the job (``contrasts``: the part against its
-  siblings of the same job at the same time, where the workload cancels), so its p is the larger
-  of the two (an intersection-union test). Unflagged, the matched healthy windows are the test;
+  the metric moved on the job's other hosts too (the job-wide flag; for a finding lower before
+  the outcome, their low side), a finding must also hold within the job (``contrasts``: the failing
+  part against its siblings of the same job at the same time, where the workload cancels; where the
+  outcome names no part, the job's most extreme host against its other hosts, ``job_spread``), so
+  its p is the larger of the two (an intersection-union test). Unflagged, the matched healthy windows are the test;
   the sibling and own-history contrasts are shown beside it. Where the failures concentrate on a
   rack/driver/firmware/GPU model whose hosts run worse on the metric at healthy times, the finding
   must also hold within that group (``contrasts.within_group``, the stratified test; ``groups`` in
@@ -441,10 +442,16 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             if row.get("strata") is not None and len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
                 row["not_tested"] = (f"only {row['strata']} window{'s' if row['strata'] != 1 else ''} before the "
                                      f"outcome with a scored control of their own, {MIN_WINDOWS} needed")
-        found = contrasts.summarize(parts.get(metric), groups)
+        # a finding lower before the outcome (a metric without a bad direction): its job-wide flag
+        # and its within-job spread read the low side (a checkpoint write idles every GPU of the job)
+        low = alternative == "two-sided" and row["auc"] is not None and row["auc"] < 0.5
+        found = contrasts.summarize(parts.get(metric), groups, low=low)
         row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
                    p_fleet=row["p"], within_job=None, job_wide_share=found["job_wide_share"])
-        sib = found["contrasts"].get("siblings") or {}
+        # within the job: the failing part against its siblings, or where the outcome names no part,
+        # the job's most extreme host against its other hosts (contrasts: job spread)
+        sib = next((c for c in (found["contrasts"].get("siblings"), found["contrasts"].get("job_spread"))
+                    if c and c.get("p") is not None), {})
         if sib.get("p") is not None:
             row["within_job"] = bool(sib["survives"])
         if found["job_wide"] and not row["within_job"]:
