@@ -226,7 +226,9 @@ class FleetTestIn(Schema):
 
 class ScanIn(Schema):
     """Start a signal scan: which outcome, how long a lead window, how much history, which cluster."""
-    outcome: str
+    outcome: str = Field(..., description="a Slurm state ('NODE_FAIL'), XID codes ('XID 79', 'XID 48/94'), "
+                         "'link down', a root cause confirmed on cases ('cause: PSU': the interruptions whose "
+                         "current verdict confirms it) or 'any interruption'")
     lead_window_s: int
     days: int | None = None
     cluster: str | None = None

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from investigations.models import BackgroundJob, Hypothesis
 from investigations.roles import require_investigator
-from investigations.services import jobs
+from investigations.services import causes, jobs
 from investigations.services.jobs import JobContext, job_kind
 from telemetry.queries import fleet_test, together
 
@@ -55,7 +55,7 @@ def check_days(days) -> int | None:
 
 def start_fleet_test(user, h: Hypothesis, *, cluster: str | None = None, days: int | None = None) -> BackgroundJob:
     require_investigator(user, "starting a fleet test")
-    check_testable(h)
+    causes.resolve(check_testable(h)[1])
     cluster = (cluster or "").strip() or None
     if cluster is not None and len(cluster) > 200:
         raise ValueError("cluster: at most 200 characters")
@@ -79,6 +79,7 @@ def run_fleet_test(ctx: JobContext) -> dict:
     if h is None:
         raise ValueError(f"hypothesis {ctx.params.get('hypothesis_id')!r} does not exist")
     signal, outcome = check_testable(h)
+    outcome = causes.resolve(outcome)  # a cause's interruptions as the verdicts stand now
     days = ctx.params.get("days")
     start = datetime.now(timezone.utc) - timedelta(days=int(days)) if days else None
     cluster = ctx.params.get("cluster")

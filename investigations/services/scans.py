@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from django.db import transaction
 
 from investigations.models import BackgroundJob, Hypothesis
-from investigations.services import hypotheses, jobs
+from investigations.services import causes, hypotheses, jobs
 from investigations.roles import require_investigator
 from investigations.services.fleet_test import check_days
 from investigations.services.jobs import JobContext, job_kind
@@ -26,6 +26,7 @@ def _params(outcome: str, lead_window_s, days, cluster) -> dict:
         parsed = windows.parse_outcome(outcome)
     except windows.NotTestable as exc:
         raise ValueError(str(exc)) from None
+    causes.resolve(parsed)  # a root cause no confirmed verdict names is refused at the start
     lead_window_s = rules.check_lead_window(lead_window_s)
     check_days(days)
     cluster = (cluster or "").strip() or None
@@ -48,7 +49,8 @@ def run_signal_scan(ctx: JobContext) -> dict:
     p = _params(ctx.params.get("outcome", ""), ctx.params.get("lead_window_s"), ctx.params.get("days"),
                 ctx.params.get("cluster"))
     start = datetime.now(timezone.utc) - timedelta(days=p["days"]) if p["days"] else None
-    return signal_scan.scan(windows.parse_outcome(p["outcome"]), p["lead_window_s"],
+    # a cause's interruptions as the verdicts stand when the job runs
+    return signal_scan.scan(causes.resolve(windows.parse_outcome(p["outcome"])), p["lead_window_s"],
                             clusters=[p["cluster"]] if p["cluster"] else None, start=start,
                             progress=ctx.progress, timeout_s=max(1, int(ctx.remaining_s())))
 

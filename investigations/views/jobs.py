@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from investigations.models import BackgroundJob, Case
 from investigations.roles import can_investigate, require_investigator
-from investigations.services import exports, fleet_test, jobs, lags, scans
+from investigations.services import causes, exports, fleet_test, jobs, lags, scans
 from investigations.services.inbox import case_clusters
 from investigations.templatetags.precursor import fmt_offset
 from investigations.views.common import first_line, history_days
@@ -20,10 +20,28 @@ LAG_EXAMPLES = ("gpu.temp", "gpu.power", "XID 79", "XID 48/94", "link down", "NO
 SCAN_OUTCOMES = ("any interruption", "NODE_FAIL", "FAILED", "TIMEOUT", "REQUEUED", "XID 79", "XID 48/94", "XID 74")
 
 
+def scan_outcomes() -> list[tuple[str, str]]:
+    """The scan form's outcome choices, (value, label): the classes the data has (Slurm states,
+    XIDs at t0, link down; signal_scan.outcome_classes) and the root causes confirmed on cases
+    (causes.causes_present), each with its interruptions; the usual ones where the store has none."""
+    from telemetry.queries import signal_scan
+
+    try:
+        present = signal_scan.outcome_classes(timeout_s=20)
+    except Exception:  # the form still works without the store: the usual outcomes
+        present = []
+    found = [*(c for c in present if c["outcome"] != "any interruption"), *causes.causes_present(),
+             *(c for c in present if c["outcome"] == "any interruption")]
+    if not found:
+        return [(o, o) for o in SCAN_OUTCOMES]
+    return [(c["outcome"], f"{c['outcome']} · {c['interruptions']} interruption{'s' if c['interruptions'] != 1 else ''}")
+            for c in found]
+
+
 def jobs_page(request):
     rows = list(BackgroundJob.objects.select_related("created_by").order_by("-created_at")[:200])
     return render(request, "investigations/jobs.html", {
-        "jobs": rows, "nav": "jobs", "can_edit": can_investigate(request.user), "outcomes": SCAN_OUTCOMES,
+        "jobs": rows, "nav": "jobs", "can_edit": can_investigate(request.user), "outcomes": scan_outcomes(),
         "clusters": case_clusters(), "lag_a": request.GET.get("lag_a", "")[:200],
         "lag_b": request.GET.get("lag_b", "")[:200], "lag_kinds": LAG_EXAMPLES,
     })
@@ -60,12 +78,15 @@ def _scan_view(r: dict) -> dict:
     rows = [_with_pin(row) for row in r.get("rows") or []]
     tested = [row for row in rows if row.get("auc") is not None]
     figure = charts.scan_bars(tested[:20]).to_json() if tested else None
-    with_contrasts = [row for row in tested[:10] if r.get("components_named") and row.get("contrasts") and any(
+    with_contrasts = [row for row in tested[:10] if row.get("contrasts") and any(
         (c or {}).get("p") is not None for c in row["contrasts"].values())]
     caption = (f"where the outcome names the failing part ({r.get('components_named')} of "
                f"{r.get('outcome_interruptions')}): each finding against healthy parts at the same time, the "
                "sibling parts of the same job, and the part's own past (a finding must hold against all of "
-               "them; ⚑ flagged)")
+               "them; ⚑ flagged)") if r.get("components_named") else (
+               f"the outcome names no failing part ({r.get('outcome_interruptions')} interruptions): each finding's "
+               "within-job contrast — how far the job's most extreme host stands out from its other hosts, against "
+               "the same in the controls; a finding that moved on every host of the job must hold here (⚑ flagged)")
     return {"r": r, "rows": rows, "figure": figure, "lead": fmt_offset(-int(r.get("lead_window_s") or 0)),
             "contrasts_figure": charts.scan_contrasts(with_contrasts).to_json() if with_contrasts else None,
             "contrasts_caption": caption, "significant": sum(1 for row in tested if row["q"] < 0.05),

@@ -61,6 +61,7 @@ COVERAGE_S = 3600
 QUERY_TIMEOUT_S = 600
 
 
+_CAUSE_RE = re.compile(r"^(?:root\s*)?cause\s*[:=]\s*(.*)$", re.I)
 _XID_RE = re.compile(r"^xids?\s*[:#]?\s*(\d{1,3}(?:\s*[/,+ ]\s*(?:xid\s*)?\d{1,3})*)$", re.I)
 
 
@@ -74,6 +75,11 @@ class Outcome:
     states: tuple[str, ...] = ()  # empty: any interruption state
     xids: tuple[int, ...] = ()  # non-empty: only interruptions with one of these XIDs near t0
     events: tuple[str, ...] = ()  # non-empty: only interruptions with an event of these kinds near t0
+    # a cause from verdicts ("cause: PSU"): only the interruptions engineers gave that root cause —
+    # ``jobs`` their (cluster, job_id, t0) as the product resolved them (investigations.services.causes);
+    # the engine itself knows no verdicts, so a cause outcome not resolved there is refused
+    cause: str = ""
+    jobs: frozenset | None = None
 
 
 def parse_outcome(text: str) -> Outcome:
@@ -89,9 +95,18 @@ def parse_outcome(text: str) -> Outcome:
     if m:
         codes = tuple(sorted({int(c) for c in re.findall(r"\d+", m.group(1))}))
         return Outcome(label="XID " + "/".join(map(str, codes)), xids=codes)
+    cause = _CAUSE_RE.match(raw)
+    if cause:
+        name = cause.group(1).strip()
+        if not name:
+            raise NotTestable("outcome 'cause:' names no root cause: write it as on the verdicts ('cause: PSU')")
+        if len(name) > 500:
+            raise NotTestable("outcome cause: a root cause is at most 500 characters, as on a verdict")
+        return Outcome(label=f"cause: {name}", cause=name)
     raise NotTestable(
         f"outcome {raw!r} is not a class the fleet test can find: use an interruption state "
-        f"({', '.join(INTERRUPTION_STATES)}), XID codes ('XID 79', 'XID 48/94'), 'link down' or 'any interruption'")
+        f"({', '.join(INTERRUPTION_STATES)}), XID codes ('XID 79', 'XID 48/94'), 'link down', a root cause "
+        "from verdicts ('cause: PSU') or 'any interruption'")
 
 
 @dataclass
@@ -278,6 +293,16 @@ def outcome_interruptions(cluster: str, outcome: Outcome, W: int, lo_s: int, hi_
             host_t0s.setdefault(h, []).append(it.t0)
     host_t0s_arr = {h: np.asarray(sorted(v), dtype=np.int64) for h, v in host_t0s.items()}
     chosen = [it for it in every if lo_s + W <= it.t0 < hi_s and (not outcome.states or it.state in outcome.states)]
+    if outcome.cause:
+        if outcome.jobs is None:
+            raise NotTestable(f"outcome {outcome.label!r}: a cause comes from the verdicts on cases; "
+                              "run it from Precursor (the scan form, the API), which looks them up")
+        # the case's t0 is the interruption's; a requeued job's other runs are other interruptions
+        labelled: dict[str, list[int]] = {}
+        for c, j, t in outcome.jobs:
+            if c == cluster:
+                labelled.setdefault(j, []).append(int(t))
+        chosen = [it for it in chosen if any(abs(it.t0 - t) <= CASE_T0_SLACK_S for t in labelled.get(it.job_id, ()))]
     if outcome.xids and chosen:
         xid_rows = store.query_rows(_XIDS_SQL, {"cluster": cluster, "codes": list(outcome.xids),
                                                 "lo_s": lo_s - EVENT_WINDOW_S, "hi_s": hi_s + EVENT_WINDOW_S},
@@ -317,6 +342,7 @@ def failed_t0s(cluster: str, host_t0s: dict[str, np.ndarray], *, timeout_s: int)
     return out
 
 
+CASE_T0_SLACK_S = 60  # a case's t0 against its interruption's (both from the job's end; a minute's slack)
 CONTROLS_PER_POSITIVE = 24  # controls drawn per window before the outcome (k)
 MAX_OFFSETS = 500  # same-host candidates looked at on each side (a 1-min window over a month)
 
