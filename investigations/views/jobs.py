@@ -34,8 +34,9 @@ def scan_outcomes() -> list[tuple[str, str]]:
              *(c for c in present if c["outcome"] == "any interruption")]
     if not found:
         return [(o, o) for o in SCAN_OUTCOMES]
+    every = (scans.EVERY_CLASS, f"{scans.EVERY_CLASS} · one scan per class above, in one job")
     return [(c["outcome"], f"{c['outcome']} · {c['interruptions']} interruption{'s' if c['interruptions'] != 1 else ''}")
-            for c in found]
+            for c in found] + [every]
 
 
 def jobs_page(request):
@@ -53,7 +54,10 @@ def _job_context(request, job: BackgroundJob) -> dict:
     if job.kind == fleet_test.FLEET_TEST_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["test"] = _fleet_test_view(job)
     if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
-        ctx["scan"] = _scan_view(job.result)
+        if "classes" in job.result:  # 'every class': one scan per class, a summary first
+            ctx["class_scans"] = [{**_scan_view(r), "n": i + 1} for i, r in enumerate(job.result["classes"])]
+        else:
+            ctx["scan"] = _scan_view(job.result)
     if job.kind == lags.LAG_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         ctx["lag"] = _lag_view(job.result)
     if job.kind == exports.EXPORT_KIND and job.state == "succeeded":
@@ -225,7 +229,7 @@ def scan_pin(request, job_id: int):
     job = get_object_or_404(BackgroundJob, pk=job_id)
     require_investigator(request.user, "pinning a hypothesis")
     try:
-        h = scans.pin_finding(request.user, job, request.POST.get("metric", ""))
+        h = scans.pin_finding(request.user, job, request.POST.get("metric", ""), request.POST.get("outcome") or None)
     except ValueError as exc:
         messages.error(request, first_line(exc))
         return redirect("job", job_id=job.pk)

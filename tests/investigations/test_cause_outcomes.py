@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from investigations.models import BackgroundJob
+from investigations.models import BackgroundJob, Hypothesis
 from investigations.services import causes
 from telemetry.queries import windows
 from tests.telemetry.queries import BASE
@@ -88,3 +88,26 @@ def test_the_engine_refuses_a_cause_it_was_not_given_the_cases_of(telemetry_stor
     assert (outcome.label, outcome.cause, outcome.jobs) == ("cause: PSU", "PSU", None)
     with pytest.raises(windows.NotTestable, match="comes from the verdicts on cases"):
         windows.outcome_interruptions(CLUSTER, outcome, 3600, 0, 10**10, timeout_s=30)
+
+
+def test_every_class_in_one_job_then_a_finding_of_one_class_pinned(known_fleet, worker, investigator):
+    _cases_with_causes()
+    c = client_for(investigator)
+    assert 'value="every class"' in c.get("/jobs/").content.decode()
+    resp = c.post("/jobs/scan", {"outcome": "every class", "lead_h": "6", "days": "", "cluster": CLUSTER})
+    job = BackgroundJob.objects.get(kind="signal_scan")
+    assert resp.status_code == 302 and job.params["outcome"] == "every class"
+    done = wait_for(job.pk, timeout=240)
+    assert done.state == "succeeded", done.error
+    got = [(r["outcome"], r["outcome_interruptions"]) for r in done.result["classes"]]
+    assert got == [("NODE_FAIL", 6), ("XID 79", 3), ("cause: PSU", 3), ("cause: kernel panic", 2)]
+    html = c.get(f"/jobs/{job.pk}/").content.decode()
+    summary = html.split('id="scan-classes"')[1].split("</table>")[0]
+    assert summary.index("NODE_FAIL") < summary.index("cause: PSU") and 'href="#scan-result-3"' in summary
+    assert 'id="scan-result-1"' in html and 'id="scan-result-4"' in html and "What differs before cause: PSU" in html
+    # pinning names the class: the hypothesis is about that class's outcome
+    page = c.post(f"/jobs/{job.pk}/pin", {"metric": "gpu.pcie.replay"}, follow=True).content.decode()
+    assert "is not one of the classes job" in page and not Hypothesis.objects.exists()  # which class?
+    resp = c.post(f"/jobs/{job.pk}/pin", {"metric": "gpu.pcie.replay", "outcome": "cause: PSU"})
+    h = Hypothesis.objects.get()
+    assert resp.status_code == 302 and h.outcome == "cause: PSU" and "before cause: PSU" in h.statement
