@@ -56,6 +56,14 @@ Printed figures (``--json``: one object):
   instead of, ``scan_top3_recall``);
 - ``classes``: the per-class breakdown.
 
+Beside these, never instead (``--causes``, the default; ``--no-causes`` skips them): the same scan
+before each class's *cause* — the outcome "cause: <class>" the product offers once engineers have
+confirmed causes on cases (investigations.services.causes) — here as if every interrupted failure's
+case had a confirmed verdict naming its cause (the manifest's; an upper bound on what verdicts give):
+``scan_top3_recall_by_cause`` and ``..._past_true_rows`` (per class ``by_cause``: interruptions
+labelled, rank, AUC, q), ``false_discovery_rate_by_cause`` over those scans, and
+``cause_scan_seconds`` (slowest).
+
 Nothing here is tuned to the engine: the scenario is the simulator's, the outcome forms, pin rule
 and tests are the product's.
 """
@@ -119,6 +127,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rebuild", action="store_true", help="regenerate the fleet")
     parser.add_argument("--keep", action=__import__("argparse").BooleanOptionalAction, default=True,
                         help="keep the fleet for later runs (default) or delete it afterwards")
+    parser.add_argument("--causes", action=__import__("argparse").BooleanOptionalAction, default=True,
+                        help="also scan before each class's cause, as confirmed verdicts would give it (default)")
 
 
 def _config(options: dict, start: datetime) -> SimConfig:
@@ -214,6 +224,61 @@ def _outcome_true(manifest: dict, text: str) -> frozenset[str]:
                                for c in _outcome_causes(manifest, windows.parse_outcome(text))))
 
 
+CAUSE_MATCH_S = 900  # a failure's manifest time against its job's end (the interruption's t0)
+
+
+def _cause_scans(manifest: dict, classes: list[str], lead_s: int, progress) -> dict:
+    """Each class scanned before its cause ("cause: <class>"), every interrupted failure's
+    interruption labelled with its cause as a confirmed verdict would (see the module docstring)."""
+    lo_s = int(datetime.fromisoformat(manifest["config"]["start"].replace("Z", "+00:00")).timestamp())
+    hi_s = lo_s + int(float(manifest["config"]["days"]) * 86400) + 86400
+    its, _ = windows.outcome_interruptions(CLUSTER, windows.Outcome("any interruption"), 0, lo_s, hi_s,
+                                           timeout_s=windows.QUERY_TIMEOUT_S)
+    by_job: dict[str, list] = {}
+    for it in its:
+        by_job.setdefault(it.job_id, []).append(it)
+    out, seconds, findings, false_findings = {}, [], 0, 0
+    for cause in classes:
+        keys = set()
+        for f in manifest["failures"]:
+            if f["cause"] != cause or not f.get("interrupted_job"):
+                continue
+            t = datetime.fromisoformat(f["t0"].replace("Z", "+00:00")).timestamp()
+            near = [it for it in by_job.get(str(f["job_id"]), []) if abs(it.t0 - t) <= CAUSE_MATCH_S]
+            if near:
+                it = min(near, key=lambda x: abs(x.t0 - t))
+                keys.add((CLUSTER, it.job_id, it.t0))
+        outcome = windows.Outcome(label=f"cause: {cause}", cause=cause, jobs=frozenset(keys))
+        progress(f"bench analysis: scanning before cause: {cause} ({len(keys)} interruptions labelled)")
+        t = time.perf_counter()
+        result = signal_scan.scan(outcome, lead_s, clusters=[CLUSTER])
+        seconds.append(time.perf_counter() - t)
+        rows = result["rows"]
+        true_metric, true_set = TRUE_PRECURSOR[cause], TRUE_METRICS.get(cause, frozenset())
+        rank = next((i + 1 for i, r in enumerate(rows) if r["metric"] == true_metric), None)
+        row = rows[rank - 1] if rank else None
+        for r in rows:
+            if r["q"] is not None and r["q"] < Q_FINDING:
+                findings += 1
+                false_findings += r["metric"] not in true_set
+        out[cause] = {"interruptions": result["outcome_interruptions"], "labelled": len(keys), "rank": rank,
+                      "rank_past_true_rows": (1 + sum(1 for r in rows[:rank - 1] if r["metric"] not in true_set))
+                      if rank else None,
+                      "auc": row and row["auc"], "q": row and row["q"],
+                      "top5": [(r["metric"], r["q"] and round(r["q"], 4)) for r in rows[:5]]}
+    n = len(classes)
+    return {
+        "scan_top3_recall_by_cause": round(sum(1 for c in out.values() if c["rank"] and c["rank"] <= 3) / n, 3)
+        if n else None,
+        "scan_top3_recall_by_cause_past_true_rows": round(sum(
+            1 for c in out.values() if c["rank_past_true_rows"] and c["rank_past_true_rows"] <= 3) / n, 3) if n else None,
+        "false_discovery_rate_by_cause": round(false_findings / findings, 3) if findings else None,
+        "findings_by_cause": findings,
+        "cause_scan_seconds": round(max(seconds), 1) if seconds else None,
+        "classes": out,
+    }
+
+
 def run(options: dict, progress) -> dict:
     cfg_store = store.config()
     migrate.migrate(store.get_client(), migrate.Target(cluster=cfg_store.cluster, ttl_days=cfg_store.ttl_days),
@@ -304,6 +369,11 @@ def run(options: dict, progress) -> dict:
                          node_days=res["node_days"], table=res["table"])
         per_class.append(entry)
 
+    by_cause = _cause_scans(manifest, classes, lead_s, progress) if options.get("causes", True) else None
+    if by_cause is not None:
+        for entry in per_class:
+            entry["by_cause"] = by_cause["classes"].get(entry["class"])
+
     findings = false_findings = 0
     false_list = []
     for text, result in scans.items():
@@ -360,6 +430,8 @@ def run(options: dict, progress) -> dict:
         "fleet": {k: manifest["config"][k] for k in ("hosts", "days", "interval_s", "failure_scale", "seed")},
         "classes": per_class,
     }
+    if by_cause is not None:
+        out.update({k: v for k, v in by_cause.items() if k != "classes"})
     if not options.get("keep", True):
         _drop()
         manifest_path().unlink(missing_ok=True)

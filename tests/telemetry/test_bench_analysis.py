@@ -68,6 +68,22 @@ def test_it_prints_every_key_with_sane_values(result):
 
 
 @pytest.mark.slow
+def test_each_class_is_also_scanned_before_its_cause_as_verdicts_would_label_it(result):
+    """Beside the outcome forms: 'cause: <class>', every interrupted failure's interruption labelled
+    with its cause (the manifest's), so exactly those interruptions are scanned."""
+    n = result["classes_with_precursor"]
+    for c in result["classes"]:
+        by = c["by_cause"]
+        assert by["labelled"] == c["interrupted_jobs"] == by["interruptions"], c["class"]
+        assert (by["rank_past_true_rows"] is None) == (by["rank"] is None)
+        assert by["rank"] is None or 1 <= by["rank_past_true_rows"] <= by["rank"]
+    assert result["scan_top3_recall_by_cause"] == round(
+        sum(1 for c in result["classes"] if c["by_cause"]["rank"] and c["by_cause"]["rank"] <= 3) / n, 3)
+    assert result["false_discovery_rate_by_cause"] is None or 0 <= result["false_discovery_rate_by_cause"] <= 1
+    assert result["cause_scan_seconds"] > 0
+
+
+@pytest.mark.slow
 def test_no_keep_leaves_nothing_behind(result, telemetry_store):
     left = telemetry_store.query_rows("SELECT count() FROM samples WHERE cluster = {c:String}", {"c": analysis.CLUSTER},
                                       tag="test")[0][0]
