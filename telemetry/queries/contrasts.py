@@ -283,9 +283,12 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
             into["shares_low"].append(float(np.mean(np.asarray(others) < np.quantile(ref, 0.1))))
         if fail is None and len(hosts_v) >= 2:
             # no failing part named: the job's most extreme host against its others (job spread)
+            # (a host apart from identical others — quiet counters at 0 — is infinitely far: ranked
+            # as the farthest, tied with any control as far, not dropped as a non-finite value)
             for way in ("up", "down"):
-                ref_spread = np.array([_spread(xs, way) for xs in by_control])
-                into["spread"][way].append(_rank_p(_spread(list(hosts_v.values()), way), ref_spread))
+                ref_spread = np.nan_to_num([_spread(xs, way) for xs in by_control], nan=np.nan, posinf=np.finfo(float).max)
+                v = float(np.nan_to_num(_spread(list(hosts_v.values()), way), nan=np.nan, posinf=np.finfo(float).max))
+                into["spread"][way].append(_rank_p(v, np.asarray(ref_spread, dtype=float)))
     return into
 
 

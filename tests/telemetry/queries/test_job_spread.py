@@ -89,3 +89,17 @@ def test_the_spread_reads_the_side_of_the_finding_in_the_others_own_spread():
     # identical others (quiet counters at 0): one host off them stands out without bound
     assert contrasts._spread([0.0, 0.0, 0.0, 2.3], "up") == np.inf and contrasts._spread([0.0] * 4, "up") == 0.0
     assert np.isnan(contrasts._spread([3.0, 4.0, float("nan")], "up"))  # two hosts: no spread among the others
+
+
+def test_a_host_apart_from_identical_quiet_others_counts_as_the_farthest():
+    """Quiet counters score 0 on every host: one host logging errors before the outcome is
+    infinitely far from its others, ranked above every control, not dropped."""
+    from types import SimpleNamespace as W
+
+    hosts = ("a", "b", "c", "d")
+    wins = [W(index=0, kind="before", hosts=hosts)] + [W(index=0, kind="same_hosts", hosts=hosts)] * 9
+    vals = {0: {("a", "gpu0"): 0.0, ("b", "gpu0"): 0.0, ("c", "gpu0"): 0.0, ("d", "gpu0"): 2.3}}
+    vals.update({wi: {(h, "gpu0"): 0.0 for h in hosts} for wi in range(1, 10)})
+    vals[9] = {**vals[9], ("b", "gpu0"): 0.7}  # one control with a host apart too
+    got = contrasts.collect(vals, wins, [None], True)
+    assert got["spread"]["up"] == [2 / 10]  # tied with that one control, above the other eight
