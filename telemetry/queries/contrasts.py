@@ -139,8 +139,17 @@ _FAILING_SQL = (
 
 def failing_units(cluster: str, chosen, outcome, *, timeout_s: int) -> list[tuple[str, str] | None]:
     """Per chosen interruption, (host, unit) of the component its outcome's event names, or None
-    (an outcome by Slurm state names no component; an event without a known component neither)."""
+    (an outcome by Slurm state names no component; an event without a known component neither).
+    A root cause from verdicts (``cause: PSU``) names the part its interruption's own hardware event
+    does — an XID that is not a software error or notice (13, 31, 43, 45 ... name a GPU the job used,
+    not a failing one), or a link-down — near t0: an HBM cause is then judged on the GPU of its XID
+    94, as the XID outcome judges it, not on any part of the job."""
     xids, kinds = list(getattr(outcome, "xids", ()) or ()), list(getattr(outcome, "events", ()) or ())
+    if getattr(outcome, "cause", ""):
+        from telemetry.xid import XIDS
+
+        xids = sorted(c for c, x in XIDS.items() if x.category != "software" and x.severity != "info")
+        kinds = ["link_down"]
     if not chosen or not (xids or kinds):
         return [None] * len(chosen)
     hosts = sorted({h for it in chosen for h in it.hosts})

@@ -55,6 +55,8 @@ def test_a_scan_and_a_fleet_test_before_a_cause_take_only_its_confirmed_cases(kn
     done = wait_for(r.json()["id"], timeout=120)
     assert done.state == "succeeded", done.error
     assert done.result["outcome"] == "cause: psu" and done.result["outcome_interruptions"] == 3
+    # two of the three logged an XID 79 on gpu0 near t0: the cause is judged on that part there
+    assert done.result["components_named"] == 2
     top = done.result["rows"][0]
     assert top["metric"] == "gpu.pcie.replay" and top["n_before"] == 3 and top["p"] < 0.01
     assert "What differs before cause: psu" in c.get(f"/jobs/{done.pk}/").content.decode()
