@@ -13,7 +13,7 @@ from django.db import transaction
 
 from investigations.models import BackgroundJob
 from investigations.roles import require_investigator
-from investigations.services import jobs
+from investigations.services import causes, jobs
 from investigations.services.jobs import JobContext, job_kind
 from telemetry import timebounds
 from telemetry.queries import lag_analysis
@@ -61,6 +61,7 @@ def lag_params(*, a: str, b: str, cluster: str, component_a: str = "", component
         lag_analysis.check_lag(max_lag_s, step_s)
     except LagError as exc:
         raise ValueError(str(exc)) from None
+    _resolved(side_b)  # a root cause no confirmed verdict names is refused at the start
     lo_s, hi_s = _range(days, start, end)
     return {"a": " ".join(a.split()), "b": " ".join(b.split()), "component_a": (component_a or "").strip(),
             "component_b": (component_b or "").strip(), "cluster": cluster, "host": host, "lo_s": lo_s,
@@ -74,6 +75,13 @@ def start_lag(user, **fields) -> BackgroundJob:
         return jobs.start_job(LAG_KIND, params, user=user)
 
 
+def _resolved(side):
+    """The interruptions of a root cause (``cause: PSU``) as the verdicts stand (causes.resolve)."""
+    if isinstance(side, lag_analysis.InterruptionsSide) and side.outcome.cause:
+        return lag_analysis.InterruptionsSide(causes.resolve(side.outcome))
+    return side
+
+
 @job_kind(LAG_KIND)
 def run_lag(ctx: JobContext) -> dict:
     """Cross-correlation of two metrics, or lead times of two kinds of events (see lag_analysis)."""
@@ -83,6 +91,6 @@ def run_lag(ctx: JobContext) -> dict:
         b = lag_analysis.parse_side(p.get("b", ""), p.get("component_b", ""), name="b")
     except LagError as exc:
         raise ValueError(str(exc)) from None
-    return lag_analysis.run(p["cluster"], a, b, lo_s=int(p["lo_s"]), hi_s=int(p["hi_s"]), host=p.get("host") or "",
+    return lag_analysis.run(p["cluster"], a, _resolved(b), lo_s=int(p["lo_s"]), hi_s=int(p["hi_s"]), host=p.get("host") or "",
                             step_s=int(p.get("step_s", 60)), max_lag_s=int(p.get("max_lag_s", 3600)),
                             progress=ctx.progress, timeout_s=max(1, int(ctx.remaining_s())))

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from investigations.models import BackgroundJob, Hypothesis
-from investigations.services import causes
+from investigations.services import causes, lags
 from telemetry.queries import windows
 from tests.telemetry.queries import BASE
 from tests.telemetry.queries.test_fleet_test import FAILURES
@@ -80,6 +80,11 @@ def test_a_cause_no_confirmed_verdict_names_is_refused_with_the_causes_there_are
         bad = c.post("/api/scans", json.dumps({"outcome": outcome, "lead_window_s": 3600}),
                      content_type="application/json")
         assert bad.status_code == 400 and reason in bad.json()["detail"], (outcome, bad.content)
+    # the lag analysis takes a cause's interruptions as its b, as the verdicts give them
+    with pytest.raises(ValueError, match="no case has a confirmed verdict with that root cause"):
+        lags.lag_params(a="XID 79", b="cause: PSU", cluster=CLUSTER, days=7, step_s=60, max_lag_s=3600)
+    assert lags.lag_params(a="XID 79", b="cause: fan", cluster=CLUSTER, days=7, step_s=60,
+                           max_lag_s=3600)["b"] == "cause: fan"
     r = c.post("/jobs/scan", {"outcome": "cause: PSU", "lead_h": "6", "days": "30"}, follow=True)
     assert "Signal scan not started" in r.content.decode() and "fan (1)" in r.content.decode()
     assert not BackgroundJob.objects.exists()
