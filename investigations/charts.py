@@ -258,6 +258,32 @@ def scan_bars(rows: Sequence[dict]) -> go.Figure:
     return fig
 
 
+def class_scan_bars(results: Sequence[dict]) -> go.Figure:
+    """An 'every class' scan job at a glance: per class, its first-ranked metric's −log10 q (the
+    dashed line is q = 0.05), labelled with the metric and the class's interruptions; a class with
+    no tested metric shows an empty bar."""
+    rows = []
+    for r in results:
+        top = next((row for row in r.get("rows") or [] if row.get("q") is not None), None)
+        rows.append((r.get("outcome", "?"), int(r.get("outcome_interruptions") or 0), top))
+    rows = rows[::-1]  # the first class at the top
+    qs = [top["q"] if top else None for _, _, top in rows]
+    fig = go.Figure(go.Bar(
+        x=[-np.log10(max(q, 1e-12)) if q is not None else 0 for q in qs],
+        y=[f"{html.escape(label)} · {n}" for label, n, _ in rows], orientation="h",
+        marker_color=["#b3261e" if q is not None and q < 0.05 else "#9aa3b5" for q in qs],
+        text=[html.escape(top["metric"]) + (" ⚑" if top.get("flags") else "") if top else "no metric tested"
+              for _, _, top in rows], textposition="auto",
+        customdata=[[q if q is not None else float("nan")] for q in qs],
+        hovertemplate="%{y} interruptions — first finding %{text}: q %{customdata[0]:.2g}<extra></extra>",
+    ))
+    fig.add_vline(x=-np.log10(0.05), line={"color": "#5d6678", "dash": "dash"})
+    fig.update_layout(height=max(160, 34 * len(rows) + 60), margin={"l": 220, "r": 20, "t": 10, "b": 35},
+                      template="plotly_white", showlegend=False, bargap=0.25)
+    fig.update_xaxes(title_text="−log10 q of the class's first-ranked metric (dashed: q = 0.05)")
+    return fig
+
+
 WEEK_MS = 7 * 86_400_000
 
 

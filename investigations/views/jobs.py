@@ -56,6 +56,9 @@ def _job_context(request, job: BackgroundJob) -> dict:
     if job.kind == scans.SCAN_KIND and job.state == "succeeded" and isinstance(job.result, dict):
         if "classes" in job.result:  # 'every class': one scan per class, a summary first
             ctx["class_scans"] = [{**_scan_view(r), "n": i + 1} for i, r in enumerate(job.result["classes"])]
+            from investigations import charts
+
+            ctx["class_figure"] = charts.class_scan_bars(job.result["classes"]).to_json()
         else:
             ctx["scan"] = _scan_view(job.result)
     if job.kind == lags.LAG_KIND and job.state == "succeeded" and isinstance(job.result, dict):

@@ -110,7 +110,9 @@ def test_every_class_in_one_job_then_a_finding_of_one_class_pinned(known_fleet, 
     assert got == [("NODE_FAIL", 6), ("XID 79", 3), ("cause: PSU", 3), ("cause: kernel panic", 2)]
     html = c.get(f"/jobs/{job.pk}/").content.decode()
     summary = html.split('id="scan-classes"')[1].split("</table>")[0]
-    assert summary.index("NODE_FAIL") < summary.index("cause: PSU") and 'href="#scan-result-3"' in summary
+    assert summary.index("data-plotly-figure") < summary.index("<table")  # the picture first
+    table = summary.split("<table")[1]
+    assert table.index("NODE_FAIL") < table.index("cause: PSU") and 'href="#scan-result-3"' in table
     assert 'id="scan-result-1"' in html and 'id="scan-result-4"' in html and "What differs before cause: PSU" in html
     # pinning names the class: the hypothesis is about that class's outcome
     page = c.post(f"/jobs/{job.pk}/pin", {"metric": "gpu.pcie.replay"}, follow=True).content.decode()
