@@ -318,6 +318,8 @@ def scan_contrasts(rows: Sequence[dict]) -> go.Figure:
     fig = go.Figure()
     for i, (key, label) in enumerate(CONTRASTS):
         ps = [((r.get("contrasts") or {}).get(key) or {}).get("p") for r in rows]
+        if all(p is None for p in ps):
+            continue  # a contrast none of these findings has (job spread where the outcome names the part)
         fig.add_trace(go.Bar(
             x=[-np.log10(max(p, 1e-12)) if p is not None else 0 for p in ps],
             y=[html.escape(r["metric"]) + (" ⚑" if r.get("flags") else "") for r in rows],
@@ -326,9 +328,9 @@ def scan_contrasts(rows: Sequence[dict]) -> go.Figure:
             hovertemplate=f"%{{y}} — {label}: p %{{customdata[0]:.2g}}<extra></extra>",
         ))
     fig.add_vline(x=-np.log10(0.05), line={"color": "#5d6678", "dash": "dash"})
-    fig.update_layout(barmode="group", height=max(180, 40 * len(rows) + 80),
-                      margin={"l": 200, "r": 20, "t": 10, "b": 35}, template="plotly_white",
-                      legend={"orientation": "h", "y": -0.25}, bargap=0.2)
+    fig.update_layout(barmode="group", height=max(200, 40 * len(rows) + 110),
+                      margin={"l": 200, "r": 20, "t": 50, "b": 40}, template="plotly_white",
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0}, bargap=0.2)
     fig.update_xaxes(title_text="−log10 p of each contrast (dashed: p = 0.05)")
     return fig
 

@@ -91,3 +91,34 @@ def test_the_component_contrasts_of_a_fleet_test(page, live_server, clean_store,
     assert no_horizontal_scroll(page) and not page.js_errors, page.js_errors
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "fleet-test-parts.png"), full_page=True)
+
+
+def test_every_class_in_one_scan_job(page, live_server, clean_store, investigator, in_process_worker):  # noqa: F811
+    """The scan form's 'every class': one job, a picture of each class's first finding, then each
+    class's scan with its own figures — the classes the data has and the causes confirmed on cases."""
+    from datetime import timedelta
+
+    from tests.telemetry.queries import BASE
+    from tests.telemetry.queries.test_fleet_test import FAILURES, write_fleet
+
+    from .factories import make_case, make_verdict
+
+    write_fleet("browser-classes", seed=41)
+    for i, (host, hours) in enumerate(FAILURES[:3]):
+        case = make_case(cluster="browser-classes", job_id=str(500 + i), t0=BASE + timedelta(hours=hours),
+                         hosts=[host], n_hosts=1)
+        make_verdict(case, root_cause="PSU")
+    log_in(page, live_server.url, "alice", "/jobs/")
+    page.fill("#scan-form input[name=outcome]", "every class")
+    page.select_option("#scan-form select[name=days]", "")
+    page.fill("#scan-form input[name=cluster]", "browser-classes")
+    page.click("#scan-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
+    page.wait_for_selector("#scan-classes .plotly-figure .main-svg", timeout=120000)
+    page.wait_for_selector("#scan-result-3 .plotly-figure .main-svg", timeout=30000)
+    summary = page.inner_text("#scan-classes")
+    assert "NODE_FAIL" in summary and "XID 79" in summary and "cause: PSU" in summary
+    assert "What differs before cause: PSU" in page.inner_text("#scan-result-3")
+    assert no_horizontal_scroll(page) and not page.js_errors, page.js_errors
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "scan-every-class.png"), full_page=True)
