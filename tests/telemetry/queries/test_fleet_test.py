@@ -273,14 +273,17 @@ def test_alarms_count_per_part_and_a_job_wide_rise_is_not_a_true_alarm_on_every_
 
 
 @pytest.mark.parametrize("condition,threshold", [("rate", 0.1), ("threshold", 30.0)])
-def test_firing_minutes_read_in_host_slices_are_the_same(fleet, monkeypatch, condition, threshold):
+def test_firing_minutes_read_in_host_slices_are_the_same(telemetry_store, monkeypatch, condition, threshold):
     """The firing query orders a slice of hosts' rows at a time (its memory bounded on any fleet);
-    sliced into single hosts it finds every firing the one query finds."""
+    sliced into single hosts it finds every firing the one query finds. (Its own fleet: a test
+    above cleans the store the module's fleet is in.)"""
+    fleet = write_fleet(f"sliced-{condition}", seed=9)
     metric = "gpu.pcie.replay" if condition == "rate" else "cooling.inlet_temp"
     signal = st.Signal(metric, condition, ">", threshold, 6 * 3600)
-    whole = st._firing_minutes(fleet, signal, 0, 10**10, 60)
+    lo_s, hi_s = int(BASE.timestamp()), int((BASE + timedelta(days=DAYS)).timestamp())
+    whole = st._firing_minutes(fleet, signal, lo_s, hi_s, 60)
     monkeypatch.setattr(st, "FIRES_ROWS_PER_QUERY", 1)
-    sliced = st._firing_minutes(fleet, signal, 0, 10**10, 60)
+    sliced = st._firing_minutes(fleet, signal, lo_s, hi_s, 60)
     assert whole[1] and sorted(whole[1]) == sorted(sliced[1])
     assert all(np.array_equal(whole[1][k], sliced[1][k]) for k in whole[1])
     assert all(np.array_equal(whole[0][h], sliced[0][h]) for h in whole[0]) and whole[0].keys() == sliced[0].keys()
