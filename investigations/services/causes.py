@@ -20,27 +20,29 @@ def _key(text: str) -> str:
     return " ".join((text or "").split()).lower()
 
 
+def _confirming() -> dict[int, Verdict]:
+    """{case id: its current verdict} where that verdict is confirmed and names a root cause."""
+    return {cid: v for cid, v in Verdict.objects.all().current().items()
+            if v.kind == Verdict.Kind.CONFIRMED and v.root_cause.strip()}
+
+
 def _confirmed() -> dict[str, list[Case]]:
     """Cases per cause key, by their current verdict (confirmed, with a root cause)."""
-    current = Verdict.objects.all().current()
-    ids = [cid for cid, v in current.items() if v.kind == Verdict.Kind.CONFIRMED and v.root_cause.strip()]
-    cases = Case.objects.in_bulk(ids)
+    current = _confirming()
+    cases = Case.objects.in_bulk(list(current))
     out: dict[str, list[Case]] = {}
-    for cid in ids:
+    for cid, v in current.items():
         if cid in cases:
-            out.setdefault(_key(current[cid].root_cause), []).append(cases[cid])
+            out.setdefault(_key(v.root_cause), []).append(cases[cid])
     return out
 
 
 def causes_present() -> list[dict]:
     """The causes confirmed on cases, most cases first: ``[{"outcome": "cause: PSU", "interruptions": n}]``
     (the spelling of the newest case's verdict)."""
-    current = Verdict.objects.all().current()
     label: dict[str, tuple] = {}
     count: dict[str, int] = {}
-    for v in current.values():
-        if v.kind != Verdict.Kind.CONFIRMED or not v.root_cause.strip():
-            continue
+    for v in _confirming().values():
         k = _key(v.root_cause)
         count[k] = count.get(k, 0) + 1
         if k not in label or v.created_at > label[k][0]:

@@ -214,7 +214,7 @@ def _relative_risk(a: int, b: int, c: int, d: int):
 _UNIT = "splitByChar('/', component)[1]"  # gpu3/nvlink2 -> gpu3: the part an alarm is raised on
 
 # The raw samples of one metric in one cluster (a threshold fires at the sample that crosses it).
-_RAW_SQL_ALL = ("SELECT host, component, ts, value FROM samples WHERE cluster = {cluster:String} "
+_RAW_SQL = ("SELECT host, component, ts, value FROM samples WHERE cluster = {cluster:String} "
             "AND metric = {metric:String} AND ts >= toDateTime64({lo_s:Int64}, 3, 'UTC') "
             "AND ts < toDateTime64({hi_s:Int64}, 3, 'UTC')")
 
@@ -231,11 +231,11 @@ def _firing_sql(signal: Signal, counter: bool, sliced: bool = False) -> str:
     minute whose rate passes (the minute's last sample), the last sample of an hour whose trend
     passes. An alarm therefore never starts before the data that raised it. ``sliced``: only the
     hosts of the ``hosts`` parameter."""
-    ROLLUP_SQL = windows.ROLLUP_SQL.replace(" GROUP BY", _HOSTS + " GROUP BY") if sliced else windows.ROLLUP_SQL  # noqa: N806
-    _RAW_SQL = _RAW_SQL_ALL + (_HOSTS if sliced else "")  # noqa: N806
+    rollup = ROLLUP_SQL.replace(" GROUP BY", _HOSTS + " GROUP BY") if sliced else ROLLUP_SQL
+    raw = _RAW_SQL + (_HOSTS if sliced else "")
     op = signal.operator
     if signal.condition == "threshold":
-        return (f"SELECT host, {_UNIT} AS unit, toUnixTimestamp64Milli(min(ts)) AS t FROM ({_RAW_SQL}) "
+        return (f"SELECT host, {_UNIT} AS unit, toUnixTimestamp64Milli(min(ts)) AS t FROM ({raw}) "
                 f"WHERE value {op} {{thr:Float64}} GROUP BY host, unit, toStartOfMinute(ts) "
                 "ORDER BY host, unit, t")
     if signal.condition == "rate":
@@ -246,7 +246,7 @@ def _firing_sql(signal: Signal, counter: bool, sliced: bool = False) -> str:
             f"SELECT host, {_UNIT} AS unit, toUnixTimestamp64Milli(min(last)) AS t FROM ("
             f"  SELECT host, component, toUnixTimestamp(ts) AS m, last_ts AS last, {value} AS v, {clock} AS c, "
             "   lagInFrame(v) OVER w AS pv, lagInFrame(c) OVER w AS pc, row_number() OVER w AS rn "
-            f"  FROM ({ROLLUP_SQL}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
+            f"  FROM ({rollup}) WINDOW w AS (PARTITION BY host, component ORDER BY ts "
             "   ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
             f"WHERE rn > 1 AND c > pc {reset} AND (v - pv) / (c - pc) {op} {{thr:Float64}} "
             "GROUP BY host, unit, m ORDER BY host, unit, t")
@@ -255,7 +255,7 @@ def _firing_sql(signal: Signal, counter: bool, sliced: bool = False) -> str:
         f"SELECT host, {_UNIT} AS unit, toUnixTimestamp64Milli(min(last)) AS t FROM ("
         "  SELECT host, component, h, last, v, lagInFrame(v) OVER w AS pv, lagInFrame(h) OVER w AS ph, row_number() OVER w AS rn "
         "  FROM (SELECT host, component, intDiv(toUnixTimestamp(ts), 3600) * 3600 AS h, sum(s) / sum(n) AS v, "
-        f"        max(last_ts) AS last FROM ({ROLLUP_SQL}) GROUP BY host, component, h) "
+        f"        max(last_ts) AS last FROM ({rollup}) GROUP BY host, component, h) "
         "  WINDOW w AS (PARTITION BY host, component ORDER BY h ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)) "
         f"WHERE rn > 1 AND h > ph AND (v - pv) / ((h - ph) / 3600.0) {op} {{thr:Float64}} "
         "GROUP BY host, unit, h ORDER BY host, unit, t")
