@@ -137,19 +137,35 @@ _FAILING_SQL = (
     "ORDER BY t")
 
 
-def failing_units(cluster: str, chosen, outcome, *, timeout_s: int) -> list[tuple[str, str] | None]:
-    """Per chosen interruption, (host, unit) of the component its outcome's event names, or None
-    (an outcome by Slurm state names no component; an event without a known component neither).
-    A root cause from verdicts (``cause: PSU``) names the part its interruption's own hardware event
-    does — an XID that is not a software error or notice (13, 31, 43, 45 ... name a GPU the job used,
-    not a failing one), or a link-down — near t0: an HBM cause is then judged on the GPU of its XID
-    94, as the XID outcome judges it, not on any part of the job."""
-    xids, kinds = list(getattr(outcome, "xids", ()) or ()), list(getattr(outcome, "events", ()) or ())
-    if getattr(outcome, "cause", ""):
-        from telemetry.xid import XIDS
+# The events that name a failing part of their own: a link going down (the port), a power supply
+# failing (the PSU); with the hardware XIDs (hardware_xids) they name the part of an interruption
+# whose outcome does not (hardware_event_units)
+PART_EVENT_KINDS = ("link_down", "psu_failure")
 
-        xids = sorted(c for c, x in XIDS.items() if x.category != "software" and x.severity != "info")
-        kinds = ["link_down"]
+
+def hardware_xids() -> list[int]:
+    """The XIDs that name a failing GPU: not a software error or notice (13, 31, 43, 45 ... name a
+    GPU the job used, not a failing one), and not an informational one."""
+    from telemetry.xid import XIDS
+
+    return sorted(c for c, x in XIDS.items() if x.category != "software" and x.severity != "info")
+
+
+def failing_units(cluster: str, chosen, outcome, *, timeout_s: int) -> list[tuple[str, str] | None]:
+    """Per chosen interruption, (host, unit) of the component that failed, or None where nothing
+    near t0 names one.
+
+    An outcome by XID or event names the part of its own event (the GPU of the XID, the port of
+    the link-down). An outcome that names no event — a root cause from verdicts (``cause: PSU``),
+    a Slurm state (``NODE_FAIL``), any interruption — names the part its interruption's own
+    hardware event does near t0, where it has one: a hardware XID (``hardware_xids``), a link-down,
+    a power-supply failure (PART_EVENT_KINDS). An HBM cause is then judged on the GPU of its XID 94,
+    as the XID outcome judges it, and a NODE_FAIL whose host logged a PSU failure on that PSU's
+    host, not on any part of any host of the job; a NODE_FAIL with no such event keeps the job's
+    hosts (None)."""
+    xids, kinds = list(getattr(outcome, "xids", ()) or ()), list(getattr(outcome, "events", ()) or ())
+    if not xids and not kinds:
+        xids, kinds = hardware_xids(), list(PART_EVENT_KINDS)
     if not chosen or not (xids or kinds):
         return [None] * len(chosen)
     hosts = sorted({h for it in chosen for h in it.hosts})

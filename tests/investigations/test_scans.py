@@ -35,7 +35,10 @@ def test_a_scan_from_the_jobs_page_ranks_the_precursor_and_pins_it(known_fleet, 
 
     html = c.get(f"/jobs/{job.pk}/").content.decode()
     assert "What differs before NODE_FAIL" in html and "<b>1</b> metric with q &lt; 0.05" in html
-    assert html.count("data-plotly-figure") == 1
+    # three of the six NODE_FAILs logged an XID 79: it names their GPU, so the contrasts are drawn
+    # too (the state itself names no part; contrasts.failing_units)
+    assert done.result["components_named"] == 3 and 'id="scan-contrasts"' in html
+    assert html.count("data-plotly-figure") == 2
     table = html.split('<table class="dense scan-rows">')[1]
     assert table.index("gpu.pcie.replay") < table.index("cooling.inlet_temp")  # ranked
 

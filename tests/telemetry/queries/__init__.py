@@ -61,10 +61,11 @@ def job_rows(job_id, host, end, state="NODE_FAIL", cluster="fleet", *, start=Non
 
 
 def write_xid_job_failures(cluster, failures, hosts, *, first_id: int, busy_first_id: int, busy_days: int = 6,
-                           xid: int = 94) -> None:
+                           xid: int | None = 94) -> None:
     """Multi-host jobs that end in NODE_FAIL with an XID on the failing GPU a minute before, one per
     ``(job hosts, failing host, failing gpu index, hours after BASE)`` in ``failures``; and every
-    host of ``hosts`` busy with a job from BASE for ``busy_days`` (controls are matched on activity)."""
+    host of ``hosts`` busy with a job from BASE for ``busy_days`` (controls are matched on activity).
+    ``xid`` None: no event at all (a NODE_FAIL that names no part)."""
     jobs, alloc, events = [], [], []
     for k, (job_hosts, fh, fg, hours) in enumerate(failures):
         end = BASE + timedelta(hours=hours)
@@ -74,26 +75,30 @@ def write_xid_job_failures(cluster, failures, hosts, *, first_id: int, busy_firs
                 j["n_hosts"] = len(job_hosts)
                 jobs.append(j)
             alloc.append(a)
-        events.append(event_row(cluster, fh, end - timedelta(minutes=1), "xid", xid, f"gpu{fg}", "critical"))
+        if xid is not None:
+            events.append(event_row(cluster, fh, end - timedelta(minutes=1), "xid", xid, f"gpu{fg}", "critical"))
     for k, h in enumerate(hosts):
         j, a = job_rows(str(busy_first_id + k), h, BASE + timedelta(days=busy_days), "COMPLETED", cluster=cluster)
         j["start_ts"] = a["start_ts"] = BASE
         jobs.append(j), alloc.append(a)
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
-    write_rows("events", events)
+    if events:
+        write_rows("events", events)
 
 
-def write_part_failures(cluster, hosts, failures, end, *, xid: int, component: str, gpus: int = 8) -> None:
+def write_part_failures(cluster, hosts, failures, end, *, xid: int | None, component: str, gpus: int = 8) -> None:
     """One-host jobs from BASE to ``end``: on each host of ``failures`` (host -> hours after BASE)
-    a job ends in NODE_FAIL then, with XID ``xid`` on ``component`` a minute before, and is
-    requeued 10 min later until ``end``; every other host of ``hosts`` runs one job that completes."""
+    a job ends in NODE_FAIL then, with XID ``xid`` on ``component`` a minute before (None: no event,
+    a NODE_FAIL that names no part), and is requeued 10 min later until ``end``; every other host of
+    ``hosts`` runs one job that completes."""
     jobs, alloc, events = [], [], []
     for k, host in enumerate(hosts):
         if host in failures:
             t0 = BASE + timedelta(hours=failures[host])
             runs = [(BASE, t0, "NODE_FAIL"), (t0 + timedelta(minutes=10), end, "COMPLETED")]
-            events.append(event_row(cluster, host, t0 - timedelta(minutes=1), "xid", xid, component, "critical"))
+            if xid is not None:
+                events.append(event_row(cluster, host, t0 - timedelta(minutes=1), "xid", xid, component, "critical"))
         else:
             runs = [(BASE, end, "COMPLETED")]
         for n, (a, b, state) in enumerate(runs):
@@ -101,4 +106,5 @@ def write_part_failures(cluster, hosts, failures, end, *, xid: int, component: s
             jobs.append(j), alloc.append(al)
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
-    write_rows("events", events)
+    if events:
+        write_rows("events", events)

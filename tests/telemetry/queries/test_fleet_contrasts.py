@@ -29,8 +29,14 @@ def part_fleet(telemetry_store):
     return write_part_fleet(CLUSTER)
 
 
-def write_part_fleet(cluster: str) -> str:
-    """The fleet of the module docstring under ``cluster`` (other modules write it under theirs)."""
+@pytest.fixture(scope="module")
+def unnamed_fleet(telemetry_store):
+    return write_part_fleet(CLUSTER + "-unnamed", xid=None)
+
+
+def write_part_fleet(cluster: str, *, xid: int | None = 94) -> str:
+    """The fleet of the module docstring under ``cluster`` (other modules write it under theirs);
+    ``xid`` None: no XID logged, so its NODE_FAILs name no part."""
     ts = every(BASE, 60, DAYS * 1440)
     minute = np.arange(DAYS * 1440)
     rng = np.random.default_rng(9)
@@ -57,10 +63,12 @@ def write_part_fleet(cluster: str) -> str:
             j["n_hosts"] = 2
             alloc.append(a)
         jobs.append(j)
-        events.append(event_row(cluster, host, end - timedelta(minutes=1), "xid", 94, gpu, "critical"))
+        if xid is not None:
+            events.append(event_row(cluster, host, end - timedelta(minutes=1), "xid", xid, gpu, "critical"))
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
-    write_rows("events", events)
+    if events:
+        write_rows("events", events)
     return cluster
 
 
@@ -98,7 +106,10 @@ def test_a_part_noisy_for_weeks_fails_its_own_history(part_fleet):
                                          c["own_history"]["fired"], c["job_wide"]["failures"]))  # JSON as is
 
 
-def test_an_outcome_that_names_no_part_has_no_component_contrasts(part_fleet):
-    r = st.run(st.Signal("gpu.mem_temp", "threshold", ">", 85, 3600), st.parse_outcome("NODE_FAIL"),
-               clusters=[part_fleet]).as_dict()
+def test_an_outcome_that_names_no_part_has_no_component_contrasts(part_fleet, unnamed_fleet):
+    signal = st.Signal("gpu.mem_temp", "threshold", ">", 85, 3600)
+    r = st.run(signal, st.parse_outcome("NODE_FAIL"), clusters=[unnamed_fleet]).as_dict()
     assert r["outcome_interruptions"] == 4 and r["component_contrasts"] is None
+    # the same NODE_FAILs with their XID 94 logged a minute before: the XID names the part
+    named = st.run(signal, st.parse_outcome("NODE_FAIL"), clusters=[part_fleet]).as_dict()
+    assert named["component_windows"] == 4 and named["component_contrasts"] is not None

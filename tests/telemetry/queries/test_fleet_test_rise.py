@@ -2,10 +2,10 @@
 wrote: on each of three hosts, gpu1 is a chronically noisy healthy part (PCIe replays trickling
 at ~0.05/s with bursts, for the whole history, never failing) and gpu0 a quiet part that, on each
 host once, replays at ~0.04/s for the 3 h before an XID 94 on it. A ``rate`` rule fires on the
-noisy part all the time: judged on whole hosts (an outcome that names no part, NODE_FAIL) it fires
-in every window — before failures and in controls alike: lift ~1; judged on the failing part (the
-XID names gpu0) its windows show the climb, but deployed it raises alarms on the noisy part
-everywhere. A ``rise`` rule scores the noisy part ~0 against its own past and the quiet part's
+noisy part all the time: judged on whole hosts (a NODE_FAIL that logged no event: nothing names the
+part) it fires in every window — before failures and in controls alike: lift ~1; judged on the
+failing part (the XID names gpu0, and so it does for the same interruptions as NODE_FAIL) its
+windows show the climb, but deployed it raises alarms on the noisy part everywhere. A ``rise`` rule scores the noisy part ~0 against its own past and the quiet part's
 climb high: lift >= 3, and its only alarms are the three climbs."""
 from __future__ import annotations
 
@@ -29,12 +29,18 @@ FAILURES = {"r0": 2 * 24 + 5, "r1": 3 * 24 + 2, "r2": 3 * 24 + 20}  # hours afte
 W = 3 * 3600
 
 
-def _job(job_id, host, start, end, state):
-    return job_rows(job_id, host, end, state, CLUSTER, start=start)
+@pytest.fixture(scope="module")
+def fleet(telemetry_store):
+    return _write(CLUSTER, xid=True)
 
 
 @pytest.fixture(scope="module")
-def fleet(telemetry_store):
+def unnamed_fleet(telemetry_store):
+    """The same fleet with no XID logged: its NODE_FAILs name no part."""
+    return _write(CLUSTER + "-unnamed", xid=False)
+
+
+def _write(cluster: str, *, xid: bool) -> str:
     rng = np.random.default_rng(11)
     ts = every(BASE, 60, N)
     minutes = np.arange(N)
@@ -42,34 +48,40 @@ def fleet(telemetry_store):
     for k, host in enumerate(HOSTS):
         # the noisy healthy part: ~3 a minute, heavy-tailed (an hour in ten at 2-4x)
         burst = np.repeat(rng.random(N // 60 + 1) < 0.1, 60)[:N] * rng.choice([1.0, 2.0, 3.0], N)
-        write_samples(CLUSTER, host, "gpu1", "gpu.pcie.replay", ts, np.cumsum(rng.poisson(3.0 * (1 + burst))))
+        write_samples(cluster, host, "gpu1", "gpu.pcie.replay", ts, np.cumsum(rng.poisson(3.0 * (1 + burst))))
         # the quiet part: a replay every few hours, then ~2.5 a minute for the 3 h before its XID
         t0_min = FAILURES[host] * 60
         lam = np.where((minutes >= t0_min - 180) & (minutes < t0_min), 2.5, 0.005)
-        write_samples(CLUSTER, host, "gpu0", "gpu.pcie.replay", ts, np.cumsum(rng.poisson(lam)))
+        write_samples(cluster, host, "gpu0", "gpu.pcie.replay", ts, np.cumsum(rng.poisson(lam)))
         t0 = BASE + timedelta(hours=FAILURES[host])
         for job, (start, end, state) in enumerate([(BASE, t0, "NODE_FAIL"),
                                                    (t0 + timedelta(minutes=10), BASE + timedelta(days=DAYS),
                                                     "COMPLETED")]):
-            j, a = _job(str(100 * k + job), host, start, end, state)
+            j, a = job_rows(str(100 * k + job), host, end, state, cluster, start=start)
             jobs.append(j)
             alloc.append(a)
-        events.append(event_row(CLUSTER, host, t0 - timedelta(minutes=1), "xid", 94, "gpu0", "critical"))
+        if xid:
+            events.append(event_row(cluster, host, t0 - timedelta(minutes=1), "xid", 94, "gpu0", "critical"))
     write_rows("jobs", jobs)
     write_rows("job_hosts", alloc)
-    write_rows("events", events)
-    return CLUSTER
+    if events:
+        write_rows("events", events)
+    return cluster
 
 
-def _run(condition, threshold, outcome="XID 94"):
+def _run(condition, threshold, outcome="XID 94", cluster=CLUSTER):
     return st.run(st.Signal("gpu.pcie.replay", condition, ">", threshold, W), st.parse_outcome(outcome),
-                  clusters=[CLUSTER]).as_dict()
+                  clusters=[cluster]).as_dict()
 
 
-def test_a_rate_rule_fires_on_the_noisy_part_everywhere_and_a_rise_rule_only_before_failures(fleet):
-    hosts = _run("rate", 0.02, "NODE_FAIL")  # names no part: every part of the window's hosts
+def test_a_rate_rule_fires_on_the_noisy_part_everywhere_and_a_rise_rule_only_before_failures(fleet, unnamed_fleet):
+    # nothing names the part: every part of the window's hosts
+    hosts = _run("rate", 0.02, "NODE_FAIL", unnamed_fleet)
     assert hosts["outcome_interruptions"] == 3 and hosts["table"]["a"] == 3 and hosts["component_windows"] == 0
     assert hosts["lift"] < 1.2 and hosts["p"] > 0.3  # the noisy gpu1 fires in every control too
+    # the same NODE_FAILs with their XID 94 logged: the XID names gpu0, the state's window is gpu0's
+    named = _run("rate", 0.02, "NODE_FAIL")
+    assert named["component_windows"] == 3 and named["table"] == _run("rate", 0.02)["table"], named["table"]
     # The XID names gpu0: each window is gpu0's (the same GPU at other times, its namesake on the
     # peers), and only the failing GPUs' climbs fire them — but the rule, deployed, fires on the
     # noisy gpu1s all the time: the alarms say so

@@ -1,4 +1,5 @@
-"""Before an outcome that names no part (Slurm NODE_FAIL: which host failed is not known), a
+"""Before an outcome that names no part (Slurm NODE_FAIL with no hardware event logged near t0:
+which host failed is not known), a
 metric that moved on every host of the job is the workload, and one host that stood out from its
 job peers is a candidate cause.
 
@@ -53,8 +54,9 @@ def fleet(telemetry_store):
                     temp[t0 - RAMP:t0] += 12  # the cause: the failing host heats up
             write_samples(CLUSTER, host, f"gpu{g}", "gpu.power", ts, power)
             write_samples(CLUSTER, host, f"gpu{g}", "gpu.temp", ts, temp)
-    # jobs end in NODE_FAIL (the XID is only the simulator's marker; the scan's outcome is the state)
-    write_xid_job_failures(CLUSTER, FAILURES, HOSTS, first_id=500, busy_first_id=900)
+    # jobs end in NODE_FAIL with no event: nothing names the failing host (an XID would: the scan
+    # would then read that host alone, contrasts.failing_units)
+    write_xid_job_failures(CLUSTER, FAILURES, HOSTS, first_id=500, busy_first_id=900, xid=None)
     return CLUSTER
 
 

@@ -9,7 +9,9 @@ at other times and its namesake on healthy peers: a clear finding. Against its o
 hours are a modest rise (3x, ln 3 ≈ 1.1) — less than a quiet healthy GPU's hour of bursts — so a
 ``rise`` rule set at the controls' 95th percentile misses almost every failure; the level itself is
 above anything the controls read, so the ``rate`` rule set the same way fires before nearly all.
-Scanned as NODE_FAIL (the outcome names no part), the scan tests scores and the pin stays ``rise``."""
+Scanned as NODE_FAIL, the same: the state names no part, but its XID 79 does (contrasts.failing_units).
+The same fleet with no XID logged, scanned as NODE_FAIL (nothing names the part): the scan tests
+scores and the pin stays ``rise``."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -40,6 +42,15 @@ HEALTHY, ELEVATED, LAST = 0.05, 4.0, 12.0  # replays per sample (120 s)
 
 @pytest.fixture(scope="module")
 def fleet(telemetry_store):
+    return _write(CLUSTER, 79)
+
+
+@pytest.fixture(scope="module")
+def unnamed_fleet(telemetry_store):
+    return _write(CLUSTER + "-unnamed", None)
+
+
+def _write(cluster: str, xid: int | None) -> str:
     rng = np.random.default_rng(41)
     ts = every(BASE, STEP, N)
     end = BASE + timedelta(days=DAYS)
@@ -53,9 +64,9 @@ def fleet(telemetry_store):
                 t0 = FAILURES[host] * 3600 // STEP
                 rate[:t0] = ELEVATED  # high since the history began: in every past a score reads
                 rate[t0 - W // STEP:t0] = LAST
-            write_samples(CLUSTER, host, f"gpu{g}", METRIC, ts, np.cumsum(rng.poisson(rate)))
-    write_part_failures(CLUSTER, HOSTS, FAILURES, end, xid=79, component="gpu1", gpus=GPUS)
-    return CLUSTER
+            write_samples(cluster, host, f"gpu{g}", METRIC, ts, np.cumsum(rng.poisson(rate)))
+    write_part_failures(cluster, HOSTS, FAILURES, end, xid=xid, component="gpu1", gpus=GPUS)
+    return cluster
 
 
 def _test(outcome, condition, op, thr):
@@ -63,8 +74,8 @@ def _test(outcome, condition, op, thr):
                   clusters=[CLUSTER]).as_dict()
 
 
-def _row(outcome):
-    scan = signal_scan.scan(windows.parse_outcome(outcome), W, clusters=[CLUSTER], metrics=[METRIC])
+def _row(outcome, cluster=CLUSTER):
+    scan = signal_scan.scan(windows.parse_outcome(outcome), W, clusters=[cluster], metrics=[METRIC])
     assert scan["outcome_interruptions"] == len(FAILURES)
     return scan, scan["rows"][0]
 
@@ -109,8 +120,13 @@ def test_a_level_finding_pins_a_level_rule_that_a_rise_rule_would_miss(fleet):
           f"p {old['p']:.2g}, alarms {old['true_alarms']}/{old['alarms']}")
 
 
-def test_an_outcome_that_names_no_part_still_pins_a_rise(fleet):
-    _, row = _row("NODE_FAIL")
+def test_an_outcome_that_names_no_part_still_pins_a_rise(fleet, unnamed_fleet):
+    # NODE_FAIL with its XID 79 logged: the XID names the GPU, the scan tests its level, as for XID 79
+    scan, named = _row("NODE_FAIL")
+    assert scan["components_named"] == len(FAILURES) and named["statistic"] == "level", named
+    assert rules.pin_rule(named, "up", True) == rules.pin_rule(_row("XID 79")[1], "up", True)
+    # with nothing logged, nothing names the part
+    _, row = _row("NODE_FAIL", unnamed_fleet)
     assert row["statistic"] == "score" and row["level_readings"] is None
     condition, op, thr = rules.pin_rule(row, "up", catalog.get(METRIC).is_counter)
     assert (condition, op) == ("rise", ">") and thr == float(f"{row['rise_readings']['control']['q95']:.4g}")
