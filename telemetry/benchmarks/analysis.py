@@ -332,6 +332,9 @@ def run(options: dict, progress) -> dict:
             "interrupted_with_precursor": sum(1 for f in fails if f["has_precursor"] and f.get("interrupted_job")),
             "interrupted_jobs": sum(1 for f in fails if f.get("interrupted_job")),
             "outcome_interruptions": result["outcome_interruptions"], "true_precursor": true_metric,
+            # of them, those whose failing part an event names (the outcome's own, or for a state
+            # the interruption's hardware event: contrasts.failing_units) — read on that part
+            "components_named": result.get("components_named", 0),
             # windows before the outcome left out, and hosts left out of them: an earlier interruption
             # inside left its mark on the host read (windows.failed_t0s)
             "lead_windows_left_out": (result.get("controls_excluded") or {}).get("before_interrupted", 0),

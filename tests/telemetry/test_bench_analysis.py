@@ -45,6 +45,9 @@ def test_it_prints_every_key_with_sane_values(result):
     for c in result["classes"]:
         assert c["outcome"] == analysis.OUTCOMES[c["class"]]
         assert c["rank"] is None or c["rank"] >= 1
+        assert 0 <= c["components_named"] <= c["outcome_interruptions"]
+        if c["outcome"].startswith("XID"):  # an XID outcome's own event names the GPU of each
+            assert c["components_named"] == c["outcome_interruptions"], c
         if c["lift"] is not None:
             assert c["lift"] > 0 and 0 <= c["p"] <= 1 and c["hypothesis"].startswith(c["true_precursor"])
     # a class is underpowered exactly when it has fewer interrupted failures with a precursor than
