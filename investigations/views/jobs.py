@@ -87,10 +87,13 @@ def _scan_view(r: dict) -> dict:
     figure = charts.scan_bars(tested[:20]).to_json() if tested else None
     with_contrasts = [row for row in tested[:10] if row.get("contrasts") and any(
         (c or {}).get("p") is not None for c in row["contrasts"].values())]
-    caption = (f"where the outcome names the failing part ({r.get('components_named')} of "
-               f"{r.get('outcome_interruptions')}): each finding against healthy parts at the same time, the "
-               "sibling parts of the same job, and the part's own past (a finding must hold against all of "
-               "them; ⚑ flagged)") if r.get("components_named") else (
+    named, total = r.get("components_named") or 0, r.get("outcome_interruptions") or 0
+    caption = (f"where an event names the failing part ({named} of {total} interruptions: the outcome's XID or "
+               "link-down, or for a state the interruption's own hardware event near t0): each finding against "
+               "healthy parts at the same time, the sibling parts of the same job, and the part's own past (a "
+               "finding must hold against all of them; ⚑ flagged)" + (
+                   f"; the other {total - named}, with no such event, are read over every host of their job"
+                   if total > named else "")) if named else (
                f"the outcome names no failing part ({r.get('outcome_interruptions')} interruptions): each finding's "
                "within-job contrast — how far the job's most extreme host stands out from its other hosts, against "
                "the same in the controls; a finding that moved on every host of the job must hold here (⚑ flagged)")

@@ -38,6 +38,8 @@ def test_a_scan_from_the_jobs_page_ranks_the_precursor_and_pins_it(known_fleet, 
     # three of the six NODE_FAILs logged an XID 79: it names their GPU, so the contrasts are drawn
     # too (the state itself names no part; contrasts.failing_units)
     assert done.result["components_named"] == 3 and 'id="scan-contrasts"' in html
+    assert "names the failing part (3 of 6 interruptions" in html
+    assert "the other 3, with no such event, are read over every host of their job" in html
     assert html.count("data-plotly-figure") == 2
     table = html.split('<table class="dense scan-rows">')[1]
     assert table.index("gpu.pcie.replay") < table.index("cooling.inlet_temp")  # ranked
