@@ -139,7 +139,7 @@ _FAILING_SQL = (
 
 # The events that name a failing part of their own: a link going down (the port), a power supply
 # failing (the PSU); with the hardware XIDs (hardware_xids) they name the part of an interruption
-# whose outcome does not (hardware_event_units)
+# whose outcome does not (failing_units)
 PART_EVENT_KINDS = ("link_down", "psu_failure")
 
 
