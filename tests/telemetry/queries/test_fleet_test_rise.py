@@ -5,8 +5,9 @@ host once, replays at ~0.04/s for the 3 h before an XID 94 on it. A ``rate`` rul
 noisy part all the time: judged on whole hosts (a NODE_FAIL that logged no event: nothing names the
 part) it fires in every window — before failures and in controls alike: lift ~1; judged on the
 failing part (the XID names gpu0, and so it does for the same interruptions as NODE_FAIL) its
-windows show the climb, but deployed it raises alarms on the noisy part everywhere. A ``rise`` rule scores the noisy part ~0 against its own past and the quiet part's
-climb high: lift >= 3, and its only alarms are the three climbs."""
+windows show the climb, but deployed it raises alarms on the noisy part everywhere. A ``rise``
+rule scores the noisy part ~0 against its own past and the quiet part's climb high: lift >= 3, and
+its only alarms are the three climbs."""
 from __future__ import annotations
 
 from datetime import timedelta
