@@ -21,8 +21,7 @@ On the one-minute rollup (``samples_1m``), per series (host, component), a minut
 - ``trend``: the change of the hourly average since the previous hour, per hour, passes it (a
   slow drift that a rate per second would not show).
 - ``rise``: the part's score against its OWN past — the signal scan's statistic
-  (telemetry/queries/scores.py: ln((k + 1)/(λ + 1)) for counters, the window mean (or its last
-  quarter's, whichever is worse) in baseline
+  (telemetry/queries/scores.py: ln((k + 1)/(λ + 1)) for counters, the window mean in baseline
   standard deviations for gauges, against the recent or the earlier past, whichever the window
   departs from most; oriented so higher is worse) — of the lead window ending with
   the minute passes it. A part that was always noisy scores ~0, so the 1-3 % of chronically noisy

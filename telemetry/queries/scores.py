@@ -32,16 +32,7 @@ Against each past:
   that logs 20 errors; a trickling part must multiply its own rate to score as high;
 - **gauges** (temperatures, power, clocks, flags): the window's mean against the past's mean,
   in the past's standard deviations (a floor of 1e-6 × the mean's size keeps a constant gauge —
-  a link width, a status flag — finite: any change of one scores very high). A gauge with a bad
-  direction is also measured over the window's **tail**, its last quarter in whole minutes
-  (``tail_for``: 90 min of a 6 h window), against the same pasts, and the worse of the two
-  counts. A count adds up however long the window is, but a mean dilutes what happened in part of
-  it: a fan at half speed for the last hour of a six-hour window moves the window's mean by a
-  twelfth, inside the swings of load, and precursors are often shorter than the window a person
-  chose. The last quarter because what comes just before the failure is what a precursor that
-  started late covers; every window — before the outcome and in its controls — is measured the
-  same way, so the controls' scores rise by the same rule (a healthy fan's short dip counts there
-  too). Not for counters (k adds up) nor for a metric without a bad direction.
+  a link width, a status flag — finite: any change of one scores very high).
 Scores are oriented in the catalog's bad direction (higher = worse; for ``up`` and ``none`` as
 they are, negated for ``down``), and the window's score is the one against the past it departs
 from most in that direction (for a counter: λ the lower of the two predictions; for a metric
@@ -58,7 +49,7 @@ controls, AUC 0.58-0.63, and 0.55-0.56 once the earlier past stopped at the inte
 before it.
 
 Besides the score, each unit's raw value in the window (the counter's mean rate per second over
-the window, the gauge's mean — the worse of the whole window's and its tail's, as the score) is kept: the pin rule sets its threshold in the metric's own unit.
+the window, the gauge's mean) is kept: the pin rule sets its threshold in the metric's own unit.
 
 How it runs
 -----------
@@ -107,8 +98,6 @@ MAX_BASELINE_S = 3 * 86400
 BASELINE_WINDOWS = 4
 GAP_MARGIN_S = 3600  # rows read before a baseline that follows time no window covers (``_bounds``)
 EARLIER_BASELINE_S = 3 * 86400  # the earlier past: up to this long, ending where the recent baseline starts
-# A gauge is measured over the whole window and over its last quarter (``tail_for``), the worse counts
-TAIL_DIVISOR = 4
 
 # The rollup's rows as they are, no merge: a minute split over two unmerged parts counts as two
 # (a mean of means, a counter's first/last/highest are the same either way).
@@ -211,13 +200,6 @@ _UNIT_MINUTES = {k: _units_sql(_segments_sql(
 def _kind(metrics: list[str], counters: list[str]) -> str:
     """"counter" or "gauge" where every one of ``metrics`` is one, else "mixed" (``_segments_sql``)."""
     return "counter" if len(counters) == len(metrics) else "gauge" if not counters else "mixed"
-
-
-def tail_for(W: int) -> int:
-    """The length of a window's tail — its last ``1 / TAIL_DIVISOR``, in whole minutes — over
-    which a gauge is also measured (module docstring); 0 where the window is too short to have one."""
-    tail = (int(W) // TAIL_DIVISOR) // 60 * 60
-    return tail if 60 <= tail < int(W) else 0
 
 
 def baseline_for(W: int) -> int:
@@ -432,9 +414,6 @@ def _bounds(by_host: dict[str, list[tuple[int, ...]]], spans) -> list[tuple[str,
         for i, *ab in wins:
             pasts = [(int(a), int(b)) for a, b in zip(ab[0::2], ab[1::2]) if a < b]
             cuts.update((int(spans[i].start), int(spans[i].end) - 59))
-            tail = tail_for(int(spans[i].end) - int(spans[i].start))
-            if tail:  # the window's tail (gauges are also measured over it)
-                cuts.add(int(spans[i].end) - tail)
             cuts.update(x for a, b in pasts for x in (a, b - 59))
             spans_h.append((min([a for a, _ in pasts] + [int(spans[i].start)]), int(spans[i].end)))
         stretches: list[list[int]] = []
@@ -579,21 +558,6 @@ def _worse_of(sign, two_sided, scores_k: np.ndarray, scored_k: np.ndarray):
     return np.where(scored, np.where(two_sided, far, up), np.nan), scored
 
 
-def _with_tail(has_tail, sign, oriented, scored, level, score_t, amount_t, nw, nw_t, nb):
-    """The window's oriented score and level once its tail counts (gauges with a bad direction,
-    ``has_tail``): the worse of the whole window's and the tail's, each against the same pasts (a
-    baseline of at least half the whole window's minutes, as ever)."""
-    if not has_tail.any():
-        return oriented, level
-    o_t, s_t = _worse_of(sign, np.zeros(len(sign), dtype=bool), score_t,
-                         _scored(score_t, np.maximum(nw, nw_t), nb) & (nb > 0) & (nw_t > 0))
-    use = has_tail & scored & s_t
-    with np.errstate(invalid="ignore"):
-        oriented = np.where(use & (o_t > oriented), o_t, oriented)
-        worse = has_tail & (nw_t > 0) & np.isfinite(amount_t) & (sign * amount_t > sign * level)
-    return oriented, np.where(worse, amount_t, level)
-
-
 def _scored(score, nw, nb):
     """Where a window has a score: data in it, a baseline of at least half its minutes."""
     return (nw > 0) & (nb * 2 >= np.maximum(nw, 1)) & np.isfinite(score)
@@ -665,9 +629,6 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
         return np.searchsorted(keys, pg * _KEY + (t - base), "left")
 
     i0, i1 = find(s), find(e - 59)
-    tails = ((e - s) // TAIL_DIVISOR) // 60 * 60
-    has_tail = (tails >= 60) & (tails < e - s) & ~is_counter_g[pg] & ~none_g[pg]
-    iq = np.where(has_tail, find(e - tails), i0)
     # each past's segments [j0, j1) (none: j0 = j1)
     js = [(find(a), np.where(a < b, find(b - 59), find(a))) for a, b in zip(past[0::2], past[1::2])]
     counter = is_counter_g[pg]
@@ -675,9 +636,6 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
     nw = np.empty(len(pg))
     score = np.full((len(js), len(pg)), np.nan)
     nb = np.zeros((len(js), len(pg)))
-    score_t = np.full((len(js), len(pg)), np.nan)  # a gauge's tail against the same pasts
-    amount_t = np.full(len(pg), np.nan)
-    nw_t = np.zeros(len(pg))
     # prefix-sum positions: group g's entries sit g further along (each group starts with its 0)
     for mask, is_counter in ((counter, True), (~counter, False)):
         if not mask.any():
@@ -698,11 +656,6 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
             score[k, mask], nb[k, mask] = got[0], got[3]
             if k == 0:
                 amount[mask], nw[mask] = got[1], got[2]
-            if not is_counter:
-                got = _gauge_statistic(Np, S, S2, iq[mask] + off, a1, j0[mask] + off, j1[mask] + off)
-                score_t[k, mask] = got[0]
-                if k == 0:
-                    amount_t[mask], nw_t[mask] = got[1], got[2]
     level = np.where(counter, amount / (e - s), amount)
     # what a rule on the metric reads in the window: the highest minute rate (counters), the
     # highest minute value (the lowest for a metric whose bad direction is down)
@@ -711,7 +664,6 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
                     np.where(down, _range(np.minimum, vlo, i0, i1), _range(np.maximum, vhi, i0, i1)))
     seen = (nw > 0) & np.isfinite(level)
     oriented, scored = _worse_of(sign_g[pg], none_g[pg], score, _scored(score, nw, nb) & (nb > 0))
-    oriented, level = _with_tail(has_tail, sign_g[pg], oriented, scored, level, score_t, amount_t, nw, nw_t, nb)
     ok = seen & scored
     pair_cuts = np.flatnonzero(pg[1:] != pg[:-1]) + 1
     for a, b in zip(np.r_[0, pair_cuts].tolist(), np.r_[pair_cuts, len(pg)].tolist()):
@@ -795,23 +747,14 @@ def _rolling_hits(table, is_counter: bool, sign: float, W: int, B: int, operator
         i1 = np.arange(1, len(segs) + 1)
         t0s = (host_t0s or {}).get(host)
         args = (is_counter, n[a:b], nv[a:b], sv[a:b], sv2[a:b], inc[a:b], i0, i1)
-        got, pasts_idx = [], []
+        got = []
         for p0, p1 in _pasts(starts, W, B, t0s):
             j0 = np.searchsorted(segs, p0, "left")
             j1 = np.where(p0 < p1, np.searchsorted(segs, p1 - 59, "left"), j0)
-            pasts_idx.append((j0, j1))
             got.append(_statistic(*args, j0, j1))
         nw = got[0][2]
         sc_k, nb_k = np.array([g[0] for g in got]), np.array([g[3] for g in got])
         score, scored = _worse_of(sign, two_sided, sc_k, _scored(sc_k, nw, nb_k) & (nb_k > 0))
-        tail = tail_for(W)
-        if tail and not is_counter and not two_sided:  # the window's tail too, as ``_reduce``
-            iq = np.searchsorted(segs, e - tail, "left")
-            got_t = [_statistic(*args[:6], iq, i1, j0, j1) for j0, j1 in pasts_idx]
-            sc_t = np.array([g[0] for g in got_t])
-            ones = np.ones(len(segs))
-            score, _ = _with_tail(ones > 0, sign * ones, score, scored, np.zeros(len(segs)), sc_t,
-                                  np.full(len(segs), np.nan), nw, got_t[0][2], nb_k)
         with np.errstate(invalid="ignore"):
             hit = scored & ((score > threshold) if operator == ">" else (score < threshold))
         hit &= (segs >= lo_s) & (e <= hi_s)

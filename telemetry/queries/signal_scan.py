@@ -13,8 +13,7 @@ host-level series), chosen the same way before the outcome and in its controls (
 Only minutes wholly inside [start, end) count: nothing at or after t0 (a fan spinning down once
 the job died) and nothing before the window, and every window covers the same number of minutes.
 - Where the outcome names the failing unit (the GPU of an XID, the NIC of a link-down): that
-  unit's level in the window (a counter's mean rate per second, a gauge's mean — the worse of the
-  whole window's and its last quarter's, ``scores.tail_for``); in the controls
+  unit's level in the window (a counter's mean rate per second, a gauge's mean); in the controls
   the same unit at the same hosts' other times — its own history: a part that was always noisy
   is as noisy there — and its namesake on the peer host that takes the failing host's place
   among healthy peers. For a metric without series of that kind (a fan before an XID), the
@@ -24,8 +23,7 @@ the job died) and nothing before the window, and every window covers the same nu
   before failures and at healthy times alike — so each unit is scored against its OWN past, the
   day or so just before the window and the days before that (``telemetry.queries.scores``: for
   counters ln((k + 1) / (λ + 1)), k the errors in the window, λ what the unit's own past rate
-  predicts; for gauges the window mean against the past's mean in its standard deviations, the
-  whole window's or its last quarter's, whichever is worse; against
+  predicts; for gauges the window mean against the past's mean in its standard deviations; against
   whichever of the two pasts the window departs from most), and the window's
   value is the highest score over its hosts and units. A part noisy for weeks goes on as before
   and scores about 0; a part that starts to misbehave scores high. A host idle for half or more

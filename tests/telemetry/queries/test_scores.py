@@ -209,10 +209,9 @@ def test_only_the_windows_and_their_baselines_are_read_with_the_same_values(flee
 
 
 def _cuts(by_host, spans):
-    """Every window's s, e − 59 and tail start (e − ``tail_for(W)``) and each of its pasts' start and
-    end − 59, per host."""
+    """Every window's s and e − 59 and each of its pasts' start and end − 59, per host."""
     return {(h, int(b)) for h, wins in by_host.items() for i, *ab in wins
-            for b in (spans[i].start, spans[i].end - 59, spans[i].end - scores.tail_for(spans[i].end - spans[i].start))
+            for b in (spans[i].start, spans[i].end - 59)
             + tuple(x for a, e in zip(ab[0::2], ab[1::2]) if a < e for x in (a, e - 59))}
 
 
