@@ -42,7 +42,9 @@ Printed figures (``--json``: one object):
   that the scan tested ranks above the true precursor (a row the scan could not test has no rank:
   the untested come last in alphabetical order); ``false_findings`` lists the findings at q < 0.05
   that are not true (outcome, metric, q, AUC, whether workload-driven, the scan's flags);
-- ``alarm_precision`` and ``false_alarms_per_1000_node_days``: the true hypotheses' rules, pooled;
+- ``alarm_precision`` and ``false_alarms_per_1000_node_days``: the true hypotheses' rules, pooled
+  (alarms while the host ran a job; ``idle_alarms``, beside them, those the same firings would have
+  opened on hosts running no job, which the fleet test does not count);
 - ``true_hypotheses_underpowered_tests``: classes whose fleet test could not show p < 0.01 even
   had the rule fired before every failure (``power.best_p`` of the fleet test: too few windows
   before the outcome), and ``true_hypotheses_max_p_powered``, the weakest p over the others
@@ -350,7 +352,8 @@ def run(options: dict, progress) -> dict:
             "first_confounder_rank": min(conf_ranks) if conf_ranks else None,
             "hypothesis": None, "pin_basis": None, "lift": None, "p": None, "recall": None, "precision": None,
             "control_rate": None, "best_p": None,
-            "alarms": 0, "true_alarms": 0, "false_alarms_per_1000_node_days": None, "node_days": 0.0,
+            "alarms": 0, "true_alarms": 0, "idle_alarms": 0, "false_alarms_per_1000_node_days": None,
+            "node_days": 0.0,
         }
         rule = pin_rule(row) if row else None
         if rule:
@@ -368,6 +371,7 @@ def run(options: dict, progress) -> dict:
                          underpowered_test=bool(power.get("underpowered")))
             entry.update(hypothesis=signal.text, lift=res["lift"], p=res["p"], recall=res["recall"],
                          precision=res["precision"], alarms=res["alarms"], true_alarms=res["true_alarms"],
+                         idle_alarms=res["idle_alarms"],
                          false_alarms_per_1000_node_days=res["false_alarms_per_1000_node_days"],
                          node_days=res["node_days"], table=res["table"])
         per_class.append(entry)
@@ -420,6 +424,7 @@ def run(options: dict, progress) -> dict:
                                               and not c.get("underpowered_test")), default=None),
         "alarm_precision": round(true_alarms / alarms, 4) if alarms else None,
         "false_alarms_per_1000_node_days": round((alarms - true_alarms) / node_days * 1000, 2) if node_days else None,
+        "idle_alarms": sum(c["idle_alarms"] for c in per_class),
         "scan_seconds": round(max(scan_seconds.values()), 1) if scan_seconds else None,
         "metrics_scanned": max((r["metrics_tested"] for r in scans.values()), default=0),
         "samples_in_store": total,

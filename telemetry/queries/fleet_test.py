@@ -57,7 +57,9 @@ Intervals on proportions are Jeffreys 95 %.
 Alarms: each part's firings (a part: the component up to its first ``/``, gpu3 for
 gpu3/nvlink2; '' for host-level series), de-duplicated to one alarm per W (the first firing opens
 an alarm, firings within W of it belong to it). Counting per part, not per host, keeps a rise on
-every GPU of a job from counting as one true alarm per host. An alarm is true when an
+every GPU of a job from counting as one true alarm per host. A firing while the host runs no job
+raises no alarm (nothing to interrupt; a load-following gauge reads low on every idle host): such
+alarms are counted apart (``idle_alarms``), where the cluster has job allocations on record. An alarm is true when an
 interruption of the outcome has t0 within (first firing, first firing + W] and names that part
 (the GPU of its XID, the NIC of its link-down), or names no part and involves that host.
 precision = true / alarms; false alarms per 1,000 node-days observed (node-days from the hourly
@@ -133,6 +135,7 @@ class FleetTestResult:
     lead_times_s: list[int] = field(default_factory=list)
     alarms: int = 0
     true_alarms: int = 0
+    idle_alarms: int = 0  # alarms that would have opened on a host running no job: not counted
     node_days: float = 0.0
     examples: list[dict] = field(default_factory=list)
     matched_on_activity: bool = False
@@ -165,7 +168,7 @@ class FleetTestResult:
             "recall": recall, "recall_ci": [rlo, rhi],
             "control_rate": control_rate, "control_rate_ci": [clo, chi],
             "lift": lift, "lift_ci": [llo, lhi], "p": p,
-            "alarms": self.alarms, "true_alarms": self.true_alarms,
+            "alarms": self.alarms, "true_alarms": self.true_alarms, "idle_alarms": self.idle_alarms,
             "precision": precision, "precision_ci": [plo, phi],
             "node_days": round(self.node_days, 2),
             "false_alarms_per_1000_node_days": (round(false_alarms / self.node_days * 1000, 3)
@@ -488,11 +491,16 @@ def _add_examples(result: FleetTestResult, cluster: str, found: list[Window], ch
             })
 
 
-def _count_alarms(result: FleetTestResult, by_unit, chosen: list[Interruption], failing, W: int) -> None:
+def _count_alarms(result: FleetTestResult, by_unit, chosen: list[Interruption], failing, W: int,
+                  runs: dict | None = None) -> None:
     """The alarms a deployed rule would have raised, one series of alarms per part (not per host:
     a job-wide rise would otherwise count one true alarm per host of the failing job), and how
     many the outcome followed: on that part where the outcome names it (the XID's GPU), else on
-    that host."""
+    that host. ``runs`` (``phase.host_runs``'s, per host): firings while the host ran no job raise
+    no alarm — there is no job to interrupt, and a gauge that follows load reads low on every idle
+    host (on the 48-host bench fleet, 64 of the 67 alarms of a pinned ``cooling.fan_rpm < 4120``
+    opened on idle hosts); they are counted apart (``idle_alarms``, de-duplicated the same way).
+    None where the cluster has no job allocations on record: every firing counts."""
     outcome_t0s: dict[tuple[str, str | None], list[int]] = {}
     for it, unit in zip(chosen, failing):
         if unit is not None:
@@ -502,6 +510,10 @@ def _count_alarms(result: FleetTestResult, by_unit, chosen: list[Interruption], 
                 outcome_t0s.setdefault((h, None), []).append(it.t0)
     outcome_arr = {k: np.asarray(sorted(v), dtype=np.int64) for k, v in outcome_t0s.items()}
     for (host, unit), times in by_unit.items():
+        if runs is not None:
+            busy = phase._running(runs.get(host), np.floor(times).astype(np.int64))
+            result.idle_alarms += len(_alarm_starts(times[~busy], W))
+            times = times[busy]
         opened = _alarm_starts(times, W)
         result.alarms += len(opened)
         named = outcome_arr.get((host, unit))
@@ -545,7 +557,8 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     _tally(result, found, chosen)
     _add_examples(result, cluster, found, chosen)
     say(4, "alarms a deployed rule would have raised")
-    _count_alarms(result, by_unit, chosen, failing, W)
+    runs = phase.host_runs(cluster, {h for h, _ in by_unit}, lo_s, hi_s, timeout_s=timeout_s)["runs"] if by_unit else None
+    _count_alarms(result, by_unit, chosen, failing, W, runs)
     fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen,
                             windows.with_lead_window(found, failing), host_t0s, coverage, W,
                             lo_s, hi_s, timeout_s=timeout_s)

@@ -193,7 +193,7 @@ def test_an_underpowered_test_says_so(investigator):
               "outcome_interruptions": 1, "table": {"a": a, "b": b, "c": c, "d": d}, "lift": 1.0, "p": 1.0,
               "recall": 0.0, "recall_ci": [0.0, 0.8], "control_rate": 0.07, "control_rate_ci": [0.02, 0.18],
               "lift_ci": [0.1, 10.0], "precision": 0.0, "precision_ci": [0.0, 0.5], "alarms": 3, "true_alarms": 0,
-              "node_days": 10, "false_alarms_per_1000_node_days": 300.0, "lead_times_s": [], "lead_median_s": None,
+              "idle_alarms": 41, "node_days": 10, "false_alarms_per_1000_node_days": 300.0, "lead_times_s": [], "lead_median_s": None,
               "examples": [], "controls": {"same_hosts": 20, "peers": 23}, "no_data": {"before": 0, "controls": 0},
               "power": ft._power(a, b, c, d)}
     assert result["power"]["underpowered"] and 0.05 < result["power"]["best_p"] < 0.1
@@ -203,6 +203,8 @@ def test_an_underpowered_test_says_so(investigator):
     part = page.split('id="test-power"')[1].split("</p>")[0]
     assert "underpowered: with 1 window before the outcome and 3 of 43 controls firing" in part
     assert "p &lt; 0.01" in part or "p < 0.01" in part
+    # the alarms the rule's firings on idle hosts would have opened are said, and not counted
+    assert "Alarms: 3 (0 followed by the outcome within the lead window) over 10 node-days; 41 more would have opened on hosts running no job, not counted" in page
 
 
 def test_the_pages_flag_a_rule_and_a_finding_that_track_checkpoint_writes(worker, investigator):

@@ -14,7 +14,7 @@ from telemetry.benchmarks import analysis
 
 KEYS = ("classes_with_precursor", "scan_top3_recall", "true_hypotheses_min_lift", "true_hypotheses_max_p",
         "false_discovery_rate", "confounders_above_true", "alarm_precision", "false_alarms_per_1000_node_days",
-        "scan_seconds", "metrics_scanned", "samples_in_store", "peak_rss_mb")
+        "scan_seconds", "metrics_scanned", "samples_in_store", "peak_rss_mb", "idle_alarms")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,8 @@ def test_it_prints_every_key_with_sane_values(result):
     assert result["samples_in_store"] >= result["samples_in_fleet"] > 1_000_000
     assert result["scan_seconds"] > 0 and result["peak_rss_mb"] > 50
     assert result["built_this_run"] is True
+    # the alarms on hosts running no job are reported beside the counted ones, per class and pooled
+    assert result["idle_alarms"] == sum(c["idle_alarms"] for c in result["classes"]) >= 0
     for c in result["classes"]:
         assert c["outcome"] == analysis.OUTCOMES[c["class"]]
         assert c["rank"] is None or c["rank"] >= 1
