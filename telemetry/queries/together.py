@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from telemetry import catalog, rules
-from telemetry.queries import contrasts
+from telemetry.queries import contrasts, phase
 from telemetry.queries import fleet_test as ft
 from telemetry.queries import windows
 
@@ -236,6 +236,9 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         at_end = [ft._rise_at_end(cluster, sig, found, host_t0s, timeout_s, r, lo) if sig.condition == "rise" and found
                   else None for sig, r, lo in zip((first, second), reads[1:], left_out)]
         no_part = [None] * len(chosen)  # alarms per host: the two signals sit on different parts
+        # firings on a host running no job raise no alarm (fleet_test._count_alarms)
+        fired_hosts = set(fires_pair) | set(fires_a) | set(fires_b)
+        runs = phase.host_runs(cluster, fired_hosts, lo_s, hi_s, timeout_s=timeout_s)["runs"] if fired_hosts else None
         for role, (result, fires, judged) in enumerate(zip(results, (fires_pair, fires_a, fires_b), (None, *at_end))):
             for w in found:
                 w.fired_at = None
@@ -253,7 +256,7 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
                 setattr(result.excluded, key, getattr(result.excluded, key) + value)
             ft._tally(result, found, chosen)
             ft._add_examples(result, cluster, found, chosen)
-            ft._count_alarms(result, _per_host(fires), chosen, no_part, W)
+            ft._count_alarms(result, _per_host(fires), chosen, no_part, W, runs)
             result.node_days += sum(len(v) for v in coverage.values()) * windows.COVERAGE_S / 86400
     rng = None
     if lo_all is not None:
@@ -272,7 +275,7 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         rows.append({"role": role, "signal": r["signal"], "table": r["table"], "precision": r["precision"],
                      "precision_ci": r["precision_ci"], "recall": r["recall"], "recall_ci": r["recall_ci"],
                      "lift": r["lift"], "lift_ci": r["lift_ci"], "p": r["p"], "alarms": r["alarms"],
-                     "true_alarms": r["true_alarms"], "control_rate": r["control_rate"]})
+                     "true_alarms": r["true_alarms"], "idle_alarms": r["idle_alarms"], "control_rate": r["control_rate"]})
     return {**pair, "combination": {"mode": together.mode, "within_s": together.within_s, "text": together.text},
             "alone": {"a": _brief(alone_a), "b": _brief(alone_b)}, "side_by_side": rows,
             "beats_each_alone": _beats(pair, alone_a) and _beats(pair, alone_b)}
