@@ -59,9 +59,10 @@ gpu3/nvlink2; '' for host-level series), de-duplicated to one alarm per W (the f
 an alarm, firings within W of it belong to it). Counting per part, not per host, keeps a rise on
 every GPU of a job from counting as one true alarm per host. A firing while the host runs no job
 raises no alarm (nothing to interrupt; a load-following gauge reads low on every idle host): such
-alarms are counted apart (``idle_alarms``), where the cluster has job allocations on record. An alarm is true when an
-interruption of the outcome has t0 within (first firing, first firing + W] and names that part
-(the GPU of its XID, the NIC of its link-down), or names no part and involves that host.
+alarms are counted apart (``idle_alarms``), where the cluster has job allocations on record. An
+alarm is true when an interruption of the outcome has t0 within (first firing, first firing + W]
+and names that part (the GPU of its XID, the NIC of its link-down), or names no part and involves
+that host.
 precision = true / alarms; false alarms per 1,000 node-days observed (node-days from the hourly
 coverage). Firings are timed at the sample that shows them (below), so lead times are exact.
 Lead time: t0 − the first firing of each fired window before the outcome.
@@ -557,7 +558,8 @@ def _test_cluster(result: FleetTestResult, signal: Signal, outcome: Outcome, clu
     _tally(result, found, chosen)
     _add_examples(result, cluster, found, chosen)
     say(4, "alarms a deployed rule would have raised")
-    runs = phase.host_runs(cluster, {h for h, _ in by_unit}, lo_s, hi_s, timeout_s=timeout_s)["runs"] if by_unit else None
+    runs = (phase.host_runs(cluster, {h for h, _ in by_unit}, lo_s, hi_s, timeout_s=timeout_s)["runs"]
+            if by_unit else None)
     _count_alarms(result, by_unit, chosen, failing, W, runs)
     fleet_contrasts.collect(result.parts, cluster, signal.metric, by_unit, chosen,
                             windows.with_lead_window(found, failing), host_t0s, coverage, W,

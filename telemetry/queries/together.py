@@ -275,7 +275,8 @@ def run(first: ft.Signal, together: Together, outcome: windows.Outcome, *, clust
         rows.append({"role": role, "signal": r["signal"], "table": r["table"], "precision": r["precision"],
                      "precision_ci": r["precision_ci"], "recall": r["recall"], "recall_ci": r["recall_ci"],
                      "lift": r["lift"], "lift_ci": r["lift_ci"], "p": r["p"], "alarms": r["alarms"],
-                     "true_alarms": r["true_alarms"], "idle_alarms": r["idle_alarms"], "control_rate": r["control_rate"]})
+                     "true_alarms": r["true_alarms"], "idle_alarms": r["idle_alarms"],
+                     "control_rate": r["control_rate"]})
     return {**pair, "combination": {"mode": together.mode, "within_s": together.within_s, "text": together.text},
             "alone": {"a": _brief(alone_a), "b": _brief(alone_b)}, "side_by_side": rows,
             "beats_each_alone": _beats(pair, alone_a) and _beats(pair, alone_b)}
