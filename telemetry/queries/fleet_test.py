@@ -512,7 +512,7 @@ def _count_alarms(result: FleetTestResult, by_unit, chosen: list[Interruption], 
     outcome_arr = {k: np.asarray(sorted(v), dtype=np.int64) for k, v in outcome_t0s.items()}
     for (host, unit), times in by_unit.items():
         if runs is not None:
-            busy = phase._running(runs.get(host), np.floor(times).astype(np.int64))
+            busy = phase.running(runs.get(host), np.floor(times).astype(np.int64))
             result.idle_alarms += len(_alarm_starts(times[~busy], W))
             times = times[busy]
         opened = _alarm_starts(times, W)

@@ -169,7 +169,7 @@ def _inside(t: np.ndarray, start: int, end: int) -> slice:
 IDLE_PAST_SHARE = 0.5
 
 
-def _running(run: tuple[np.ndarray, np.ndarray] | None, t: np.ndarray) -> np.ndarray:
+def running(run: tuple[np.ndarray, np.ndarray] | None, t: np.ndarray) -> np.ndarray:
     """Whether the host ran a job at each of the times ``t``: some run of it (starts sorted, as
     ``host_minutes`` reads them) began at or before t and ends after it."""
     if run is None or not len(run[0]):
@@ -201,7 +201,7 @@ def idle_past_hosts(minutes: dict, hosts, start: int, end: int) -> tuple[str, ..
     t = np.arange(past_from, int(start), 60, dtype=np.int64)
     if not len(t):
         return ()
-    return tuple(h for h in hosts if np.count_nonzero(~_running(runs.get(h), t)) >= IDLE_PAST_SHARE * len(t))
+    return tuple(h for h in hosts if np.count_nonzero(~running(runs.get(h), t)) >= IDLE_PAST_SHARE * len(t))
 
 
 def host_runs(cluster: str, hosts, lo_s: int, hi_s: int, *, timeout_s: int) -> dict:
