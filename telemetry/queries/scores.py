@@ -87,6 +87,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from telemetry import catalog, store
+from telemetry.queries import windows
 
 QUERY_TIMEOUT_S = 600
 METRICS_PER_QUERY = 24
@@ -582,9 +583,9 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
     a metric's into ``Scores``' dicts, in the same order: by host, then unit). All groups' windows
     at once: a window's segments are found in the composite (group, segment) keys, its sums from
     the group's own prefix sums — the same numbers as a group at a time."""
-    metric_col = table.column(0).to_pandas().astype(str).to_numpy()
-    host_col = table.column(1).to_pandas().astype(str).to_numpy()
-    unit_col = table.column(2).to_pandas().astype(str).to_numpy()
+    # the names as codes into their few distinct values (windows.codes): no Python string per row
+    (metric_ix, metric_names), (host_ix, host_names), (unit_ix, unit_names) = (
+        windows.codes(table.column(i)) for i in range(3))
     seg = table.column(3).to_numpy().astype(np.int64)
     n = table.column(4).to_numpy().astype(float)
     nv = table.column(5).to_numpy().astype(float)
@@ -594,7 +595,7 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
     rate = table.column(9).to_numpy().astype(float)
     vhi = table.column(10).to_numpy().astype(float)
     vlo = table.column(11).to_numpy().astype(float)
-    change = (metric_col[1:] != metric_col[:-1]) | (host_col[1:] != host_col[:-1]) | (unit_col[1:] != unit_col[:-1])
+    change = (metric_ix[1:] != metric_ix[:-1]) | (host_ix[1:] != host_ix[:-1]) | (unit_ix[1:] != unit_ix[:-1])
     cuts = np.flatnonzero(change) + 1
     ga = np.concatenate(([0], cuts)).astype(np.int64)
     gb = np.concatenate((cuts, [len(seg)])).astype(np.int64)
@@ -604,7 +605,7 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
     sign_g = np.ones(len(ga))
     none_g = np.zeros(len(ga), dtype=bool)
     for g, a in enumerate(ga.tolist()):
-        metric, host = metric_col[a], host_col[a]
+        metric, host = metric_names[metric_ix[a]], host_names[host_ix[a]]
         found = win_idx.get(host)
         if found is None:
             continue
@@ -670,7 +671,7 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
         if not seen[a:b].any():
             continue
         r = int(ga[pg[a]])
-        out[metric_col[r]].append(((host_col[r], unit_col[r]), pw[a:b], seen[a:b], ok[a:b], oriented[a:b],
+        out[metric_names[metric_ix[r]]].append(((host_names[host_ix[r]], unit_names[unit_ix[r]]), pw[a:b], seen[a:b], ok[a:b], oriented[a:b],
                                    level[a:b], rule[a:b]))
 
 
@@ -733,14 +734,13 @@ def _rolling_hits(table, is_counter: bool, sign: float, W: int, B: int, operator
     if not table.num_rows:
         return
     cols = [table.column(i) for i in range(13)]
-    host_col = cols[1].to_pandas().astype(str).to_numpy()
-    unit_col = cols[2].to_pandas().astype(str).to_numpy()
+    (host_ix, host_names), (unit_ix, unit_names) = windows.codes(cols[1]), windows.codes(cols[2])
     seg = cols[3].to_numpy().astype(np.int64)
     n, nv, sv, sv2, inc = (cols[i].to_numpy().astype(float) for i in (4, 5, 6, 7, 8))
     last_c = cols[12].to_numpy().astype(float)
-    change = np.flatnonzero((host_col[1:] != host_col[:-1]) | (unit_col[1:] != unit_col[:-1])) + 1
+    change = np.flatnonzero((host_ix[1:] != host_ix[:-1]) | (unit_ix[1:] != unit_ix[:-1])) + 1
     for a, b in zip(np.r_[0, change].tolist(), np.r_[change, len(seg)].tolist()):
-        host, segs = str(host_col[a]), seg[a:b]
+        host, segs = host_names[host_ix[a]], seg[a:b]
         e = segs + 60
         starts = e - W
         i0 = np.searchsorted(segs, starts, "left")
@@ -761,5 +761,5 @@ def _rolling_hits(table, is_counter: bool, sign: float, W: int, B: int, operator
         if t0s is not None and len(t0s):  # no window across an interruption of the host
             hit &= np.searchsorted(t0s, e, "left") == np.searchsorted(t0s, starts, "right")
         if hit.any():
-            out[(host, str(unit_col[a]))] = np.sort(last_c[a:b][hit])
+            out[(host, unit_names[unit_ix[a]])] = np.sort(last_c[a:b][hit])
 

@@ -52,6 +52,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from telemetry import catalog, rules, store
 from telemetry.queries.interruptions import EVENT_WINDOW_S, INTERRUPTION_STATES
@@ -226,12 +228,24 @@ def clusters_with_jobs(*, timeout_s: int = 60) -> list[str]:
 
 def host_runs(table) -> list[tuple[str, int, int]]:
     """(host, first row, end row) of each host's run in an Arrow result ordered by host first."""
-    if table.num_rows == 0:
+    n = table.num_rows
+    if n == 0:
         return []
-    hosts = table.column(0).to_pandas().astype(str).to_numpy()
-    cuts = np.flatnonzero(hosts[1:] != hosts[:-1]) + 1
-    starts, ends = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(hosts)]))
-    return [(str(hosts[a]), int(a), int(b)) for a, b in zip(starts, ends)]
+    idx, names = codes(table.column(0))
+    starts = np.concatenate(([0], np.flatnonzero(idx[1:] != idx[:-1]) + 1))
+    ends = np.append(starts[1:], n)
+    return [(names[idx[a]], int(a), int(b)) for a, b in zip(starts.tolist(), ends.tolist())]
+
+
+def codes(column) -> tuple[np.ndarray, list[str]]:
+    """A string column of an Arrow result as integer codes and the distinct strings they index,
+    by the Arrow kernels: never one Python string per row (a big fleet's firing, power or segment
+    rows are millions, and their host and part names as Python strings cost more than the rows)."""
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    enc = pc.dictionary_encode(arr, null_encoding="encode")
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), [str(x) for x in enc.dictionary.to_pylist()]
 
 
 def by_host(rows) -> dict[str, np.ndarray]:

@@ -281,6 +281,7 @@ def test_firing_minutes_read_in_host_slices_are_the_same(telemetry_store, monkey
     metric = "gpu.pcie.replay" if condition == "rate" else "cooling.inlet_temp"
     signal = st.Signal(metric, condition, ">", threshold, 6 * 3600)
     lo_s, hi_s = int(BASE.timestamp()), int((BASE + timedelta(days=DAYS)).timestamp())
+    monkeypatch.setattr(st, "FIRES_ROWS_PER_QUERY", 10**12)  # one query over every host
     whole = st._firing_minutes(fleet, signal, lo_s, hi_s, 60)
     monkeypatch.setattr(st, "FIRES_ROWS_PER_QUERY", 1)
     sliced = st._firing_minutes(fleet, signal, lo_s, hi_s, 60)
