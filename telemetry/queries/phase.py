@@ -111,6 +111,9 @@ _CHECKPOINT_SQL = ("SELECT host, toUnixTimestamp(ts) AS t FROM samples_1m "
                    "WHERE cluster = {cluster:String} AND metric = {metric:String} AND host IN {hosts:Array(String)} "
                    "AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64}) AND count > 0 "
                    "GROUP BY host, t HAVING max(max) > 0 AND isFinite(max(max)) ORDER BY host, t")
+_ROWS_SQL = ("SELECT count() FROM samples_1m WHERE cluster = {cluster:String} AND metric = {metric:String} "
+             "AND host IN {hosts:Array(String)} AND ts >= toDateTime({lo_s:Int64}) AND ts < toDateTime({hi_s:Int64})")
+ROWS_PER_QUERY = 1_000_000  # power rollup rows a query of host_minutes groups, about (bounds its memory)
 _RUNS_SQL = ("SELECT host, toUnixTimestamp(start_ts) AS s, toUnixTimestamp(ifNull(end_ts, now64(3))) AS e "
              "FROM job_hosts FINAL WHERE cluster = {cluster:String} AND host IN {hosts:Array(String)} "
              "AND (end_ts IS NULL OR end_ts >= toDateTime64({lo_s:Int64}, 3, 'UTC')) "
@@ -133,15 +136,29 @@ def host_minutes(cluster: str, hosts: list[str], lo_s: int, hi_s: int, *, timeou
     """Per host: the minutes with a checkpoint write under way, and the minutes with GPU power data
     and whether each was heavy (see the module docstring). ``{"checkpoint": {host: t[]} | None,
     "heavy": {host: (t[], heavy[])} | None}``; None where the cluster reports no such signal."""
-    params = {"cluster": cluster, "hosts": sorted(hosts), "lo_s": int(lo_s), "hi_s": int(hi_s)}
-    ck_rows = store.query_arrow(_CHECKPOINT_SQL, dict(params, metric=CHECKPOINT_METRIC),
-                                tag="phase:checkpoints", timeout_s=timeout_s)
-    checkpoints = {h: t for h, (t, _) in _by_host(ck_rows, False).items()}
-    power_rows = store.query_arrow(_POWER_SQL, dict(params, metric=POWER_METRIC), tag="phase:power",
-                                   timeout_s=timeout_s)
+    hosts = sorted(hosts)
+    params = {"cluster": cluster, "hosts": hosts, "lo_s": int(lo_s), "hi_s": int(hi_s)}
+    # in host slices of about ROWS_PER_QUERY rollup rows of the power metric (the engine groups a
+    # slice's rows by host and minute: the whole 256-host bench fleet's GPU power at once, 7.9 M
+    # rows into 1 M minutes, raised the scan's memory by ~120 MB before its first metric)
+    total = int(store.query_rows(_ROWS_SQL, dict(params, metric=POWER_METRIC), tag="phase:rows",
+                                 timeout_s=timeout_s)[0][0])
+    n = max(1, min(len(hosts), -(-total // ROWS_PER_QUERY)))
+    checkpoints, power = {}, {}
+    any_ck = any_power = False
+    for k in range(n):
+        part = dict(params, hosts=hosts[k::n])
+        ck_rows = store.query_arrow(_CHECKPOINT_SQL, dict(part, metric=CHECKPOINT_METRIC),
+                                    tag="phase:checkpoints", timeout_s=timeout_s)
+        checkpoints.update((h, t) for h, (t, _) in _by_host(ck_rows, False).items())
+        power_rows = store.query_arrow(_POWER_SQL, dict(part, metric=POWER_METRIC), tag="phase:power",
+                                       timeout_s=timeout_s)
+        power.update(_by_host(power_rows, True))
+        any_ck, any_power = any_ck or bool(ck_rows.num_rows), any_power or bool(power_rows.num_rows)
+        del ck_rows, power_rows
     runs = _by_host(store.query_arrow(_RUNS_SQL, params, tag="phase:runs", timeout_s=timeout_s), True)
     heavy = {}
-    for h, (t, v) in _by_host(power_rows, True).items():
+    for h, (t, v) in power.items():
         base = np.full(len(t), np.nan)
         ck = np.isin(t, checkpoints.get(h, np.empty(0, np.int64)))
         starts, ends = runs.get(h, (np.empty(0, np.int64), np.empty(0)))
@@ -154,7 +171,7 @@ def host_minutes(cluster: str, hosts: list[str], lo_s: int, hi_s: int, *, timeou
                 base[i0:i1] = np.median(own)
         with np.errstate(invalid="ignore"):
             heavy[h] = (t, np.isfinite(base) & (base > 0) & (v >= base * (1.0 + HEAVY_RISE)))
-    return {"checkpoint": checkpoints if ck_rows.num_rows else None, "heavy": heavy if power_rows.num_rows else None,
+    return {"checkpoint": checkpoints if any_ck else None, "heavy": heavy if any_power else None,
             "runs": runs or None, "lo_s": int(lo_s)}
 
 

@@ -221,3 +221,19 @@ def test_a_metric_that_moves_with_the_load_is_flagged_where_idle_time_is_rarer_b
     p0 = row["p"]
     phase.apply(row, precursor_b, precursor_c, phases_b, phases_c, "greater")
     assert row["flags"] == [] and row["p"] == p0  # does not track the load: untouched
+
+
+def test_host_minutes_read_in_host_slices_are_the_same(fleet, monkeypatch):
+    """host_minutes reads the power and checkpoint minutes a slice of hosts at a time (its memory
+    bounded on any fleet): sliced into single hosts it finds what one query over every host finds."""
+    lo_s, hi_s = int(BASE.timestamp()), int((BASE + timedelta(days=6)).timestamp())
+    monkeypatch.setattr(phase, "ROWS_PER_QUERY", 10**12)
+    whole = phase.host_minutes(fleet, HOSTS, lo_s, hi_s, timeout_s=60)
+    monkeypatch.setattr(phase, "ROWS_PER_QUERY", 1)
+    sliced = phase.host_minutes(fleet, HOSTS, lo_s, hi_s, timeout_s=60)
+    for key in ("checkpoint", "heavy"):
+        assert whole[key] and sorted(whole[key]) == sorted(sliced[key]) == HOSTS
+    assert all(np.array_equal(whole["checkpoint"][h], sliced["checkpoint"][h]) for h in HOSTS)
+    assert all(np.array_equal(whole["heavy"][h][0], sliced["heavy"][h][0])
+               and np.array_equal(whole["heavy"][h][1], sliced["heavy"][h][1]) for h in HOSTS)
+    assert any(whole["heavy"][h][1].any() for h in HOSTS) and sorted(whole["runs"]) == sorted(sliced["runs"])
