@@ -30,6 +30,7 @@ import numpy as np
 from scipy.stats import binom
 
 from telemetry import catalog, store
+from telemetry.queries import windows
 from telemetry.stats import jeffreys_interval
 
 QUERY_TIMEOUT_S = 600
@@ -120,12 +121,9 @@ def _per_host(metric: str, cluster: str, hosts: list[str], lo_s: int, hi_s: int,
                                "step": step_s, "component": component}, tag="lag:series", timeout_s=timeout_s)
     if not table.num_rows:
         return {}
-    host = table.column(0).to_pandas().astype(str).to_numpy()
     b = table.column(1).to_numpy().astype(np.int64)
     v = table.column(2).to_numpy().astype(float)
-    cuts = np.flatnonzero(host[1:] != host[:-1]) + 1
-    starts, ends = np.concatenate(([0], cuts)), np.concatenate((cuts, [len(host)]))
-    return {str(host[a]): (b[a:e], v[a:e]) for a, e in zip(starts, ends)}
+    return {host: (b[a:e], v[a:e]) for host, a, e in windows.host_runs(table)}
 
 
 BOOTSTRAP = 200  # host resamples behind the best lag's interval
