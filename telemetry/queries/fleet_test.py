@@ -224,9 +224,9 @@ _RAW_SQL = ("SELECT host, component, ts, value FROM samples WHERE cluster = {clu
 
 
 # rows a firing query orders at most, about (bounds its memory). At 1,000,000 a rate rule's fleet
-# test on the 256-host bench fleet (2,048 GPUs x 40 days) peaked ~280 MB above the process before
-# it, after a scan in the same process (1,334 MB, the whole bench's peak) — ~110 MB on the 48-host
-# fleet, whose metric has about that many rows in all; at 250,000, 1,026-1,046 MB there, ~10 s either way
+# test on the 256-host bench fleet (2,048 GPUs x 40 days), after a scan in the same process, peaked
+# 280-400 MB above the process before it (1,180-1,334 MB: the whole bench's peak), ~120 MB on the
+# 48-host fleet, whose metric has about that many rows in all; at 250,000, 1,026-1,046 MB, ~10 s either way
 FIRES_ROWS_PER_QUERY = 250_000
 _ROWS_SQL = ("SELECT count() FROM {table} WHERE cluster = {{cluster:String}} AND metric = {{metric:String}} "
              "AND ts >= toDateTime({{lo_s:Int64}}) AND ts < toDateTime({{hi_s:Int64}})")

@@ -140,7 +140,7 @@ def host_minutes(cluster: str, hosts: list[str], lo_s: int, hi_s: int, *, timeou
     params = {"cluster": cluster, "hosts": hosts, "lo_s": int(lo_s), "hi_s": int(hi_s)}
     # in host slices of about ROWS_PER_QUERY rollup rows of the power metric (the engine groups a
     # slice's rows by host and minute: the whole 256-host bench fleet's GPU power at once, 7.9 M
-    # rows into 1 M minutes, raised the scan's memory by ~120 MB before its first metric)
+    # rows into 1 M minutes, raised the scan's memory by 115-140 MB before its first metric)
     total = int(store.query_rows(_ROWS_SQL, dict(params, metric=POWER_METRIC), tag="phase:rows",
                                  timeout_s=timeout_s)[0][0])
     n = max(1, min(len(hosts), -(-total // ROWS_PER_QUERY)))

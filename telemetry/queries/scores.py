@@ -671,8 +671,8 @@ def _reduce(table, win_idx, starts, ends, out: dict[str, list]) -> None:
         if not seen[a:b].any():
             continue
         r = int(ga[pg[a]])
-        out[metric_names[metric_ix[r]]].append(((host_names[host_ix[r]], unit_names[unit_ix[r]]), pw[a:b], seen[a:b], ok[a:b], oriented[a:b],
-                                   level[a:b], rule[a:b]))
+        key = (host_names[host_ix[r]], unit_names[unit_ix[r]])
+        out[metric_names[metric_ix[r]]].append((key, pw[a:b], seen[a:b], ok[a:b], oriented[a:b], level[a:b], rule[a:b]))
 
 
 def _spread(P: np.ndarray, ga: np.ndarray, gb: np.ndarray) -> np.ndarray:
