@@ -579,6 +579,7 @@ def stratified_test(before, b_strata, control, c_strata, alternative: str, *, se
 TIED_SHARE = 0.1  # a tie group this large (share of all values) and the normal approximation is not trusted
 EXACT_BELOW_P = 0.01  # ... where it claims a p below this
 EXACT_MAX_CELLS = 50_000_000  # the exact distribution's work (cells updated) above which the sampler runs
+EXACT_MAX_TABLE = 4_000_000  # ... or its table's cells (8 bytes each, held twice while a group is added: 64 MB)
 PERMUTATIONS = 20_000  # the sampler's shuffles (only beyond EXACT_MAX_CELLS)
 
 
@@ -588,11 +589,16 @@ def rank_sum_distribution(pooled, m: int) -> np.ndarray | None:
     likely and the ties as they are: ``counts[s]`` = the number of subsets whose doubled rank sum
     is s. Dynamic programming over the tie groups (the distinct values): a group of t equal values
     of doubled midrank r adds i·r to the sum in C(t, i) ways, i = 0..min(t, m); the largest group
-    goes last and only into the m-subsets' row (one pass instead of m). The counts are float64 and
-    exact while C(n, m) < 2**53 (no count, partial count or binomial then exceeds it); beyond, each
-    is rounded to ~1e-16 relative. None where that is past its reach: the work — (m + 1) × (the
-    sums reached so far + 1) cells per (group, i) step, summed — over ``EXACT_MAX_CELLS`` (about a
-    second), or C(n, m) over 1e300 (float range)."""
+    goes last and only into the m-subsets' row (one pass instead of m). So the table before it
+    counts subsets of the OTHER values only: at most as many rows as there are other values
+    (``k``, with k = min(m, values outside the largest group)) and sums up to the largest k of them
+    reach — under heavy ties (most windows at 0) a few rows, not m + 1 (m = 199 windows before
+    NODE_FAIL on the 256-host bench fleet held a 200-row table of 150,000 sums, 240 MB, twice).
+    The counts are float64 and exact while C(n, m) < 2**53 (no count, partial count or binomial
+    then exceeds it); beyond, each is rounded to ~1e-16 relative. None where that is past its
+    reach: the work — (k + 1) × (the sums reached so far + 1) cells per (group, i) step, summed —
+    over ``EXACT_MAX_CELLS`` (about a second), the table over ``EXACT_MAX_TABLE`` cells (its
+    memory), or C(n, m) over 1e300 (float range)."""
     from math import comb
 
     _, t = np.unique(np.asarray(pooled, float), return_counts=True)
@@ -603,36 +609,43 @@ def rank_sum_distribution(pooled, m: int) -> np.ndarray | None:
     top = int(np.repeat(r, t)[n - m:].sum()) if m else 0  # the largest possible sum
     last = int(np.argmax(t))
     order = [k for k in range(len(t)) if k != last]
+    rows = min(m, n - int(t[last]))  # subsets of the other values: at most this many of them
+    others = np.repeat(r[order], t[order]) if order else np.zeros(0, dtype=r.dtype)
+    top_o = int(np.sort(others)[len(others) - rows:].sum()) if rows else 0  # the most they reach
     work, cap = 0, 0
     for k in order:
-        cap = min(top, cap + min(int(t[k]), m) * int(r[k]))
-        work += min(int(t[k]), m) * (m + 1) * (cap + 1)
+        cap = min(top_o, cap + min(int(t[k]), rows) * int(r[k]))
+        work += min(int(t[k]), rows) * (rows + 1) * (cap + 1)
     work += (min(int(t[last]), m) + 1) * (top + 1)
-    if work > EXACT_MAX_CELLS or comb(n, m) > 1e300:
+    if work > EXACT_MAX_CELLS or (rows + 1) * (top_o + 1) > EXACT_MAX_TABLE or comb(n, m) > 1e300:
         return None
-    dp = np.zeros((m + 1, top + 1))  # dp[j, s]: ways to take j of the groups so far with sum s
+    dp = np.zeros((rows + 1, top_o + 1))  # dp[j, s]: ways to take j of the groups so far with sum s
     dp[0, 0] = 1.0
     cap = 0  # no sum so far exceeds cap
     for k in order:
         tk, rk = int(t[k]), int(r[k])
-        cap_new = min(top, cap + min(tk, m) * rk)
+        cap_new = min(top_o, cap + min(tk, rows) * rk)
         new = dp[:, :cap_new + 1].copy()  # i = 0: none of the group taken
-        for i in range(1, min(tk, m) + 1):
+        for i in range(1, min(tk, rows) + 1):
             shift = i * rk
             if shift > cap_new:
                 break
             w = min(cap + 1, cap_new + 1 - shift)
-            new[i:, shift:shift + w] += float(comb(tk, i)) * dp[:m + 1 - i, :w]
+            new[i:, shift:shift + w] += float(comb(tk, i)) * dp[:rows + 1 - i, :w]
         dp[:, :cap_new + 1] = new
+        del new
         cap = cap_new
     out = np.zeros(top + 1)
     tk, rk = int(t[last]), int(r[last])
     for i in range(0, min(tk, m) + 1):  # the largest group: i of it and m − i of the others
+        j = m - i
+        if j > rows:
+            continue
         shift = i * rk
         if shift > top:
             break
         w = min(cap + 1, top + 1 - shift)
-        out[shift:shift + w] += float(comb(tk, i)) * dp[m - i, :w]
+        out[shift:shift + w] += float(comb(tk, i)) * dp[j, :w]
     return out
 
 

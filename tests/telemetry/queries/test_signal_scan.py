@@ -225,3 +225,26 @@ def test_exact_p_within_reach_of_scan_sizes_and_sampler_beyond(monkeypatch):
     assert signal_scan.rank_sum_distribution(np.r_[before, control], 300) is None
     p = signal_scan.rank_sum_p(before, control, "greater", 0.0, seed="x")
     assert p == signal_scan.rank_sum_p(before, control, "greater", 0.0, seed="x") and p >= 1 / 20_001
+
+
+def test_exact_rank_sum_table_holds_only_the_values_outside_the_largest_tie(monkeypatch):
+    # 199 windows before against 286 controls, most at 0 (a quiet counter before NODE_FAIL on a big
+    # fleet): the table before the largest tie group counts subsets of the 25 other values only —
+    # 26 rows, not 200 — and gives the distribution enumeration would (checked on a small case
+    # above); its total is every one of the C(485, 199) subsets
+    from math import comb
+
+    rng = np.random.default_rng(11)
+    before = [0.0] * 189 + rng.uniform(1, 9, 10).tolist()
+    control = [0.0] * 271 + rng.uniform(0.5, 9, 15).tolist()
+    pooled = np.r_[before, control]
+    with monkeypatch.context() as mp:
+        mp.setattr(signal_scan, "EXACT_MAX_TABLE", 26 * 2 * 485 * 25)  # 26 rows of the 25 others' sums, no more
+        got = signal_scan.rank_sum_distribution(pooled, 199)
+    assert got is not None and got.sum() == pytest.approx(float(comb(485, 199)), rel=1e-9)
+    # past the table's bound the seeded sampler stands in, as past the work bound
+    with monkeypatch.context() as mp:
+        mp.setattr(signal_scan, "EXACT_MAX_TABLE", 10)
+        assert signal_scan.rank_sum_distribution(pooled, 199) is None
+        p = signal_scan.rank_sum_p(before, control, "greater", 0.0, seed="t")
+    assert 1 / 20_001 <= p <= 1
