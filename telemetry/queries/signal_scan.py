@@ -580,7 +580,7 @@ TIED_SHARE = 0.1  # a tie group this large (share of all values) and the normal 
 EXACT_BELOW_P = 0.01  # ... where it claims a p below this
 EXACT_MAX_CELLS = 50_000_000  # the exact distribution's work (cells updated) above which the sampler runs
 EXACT_MAX_TABLE = 4_000_000  # ... or its table's cells (8 bytes each, held twice while a group is added: 64 MB)
-PERMUTATIONS = 20_000  # the sampler's shuffles (only beyond EXACT_MAX_CELLS)
+PERMUTATIONS = 20_000  # the sampler's shuffles (only beyond EXACT_MAX_CELLS or EXACT_MAX_TABLE)
 
 
 def rank_sum_distribution(pooled, m: int) -> np.ndarray | None:
@@ -592,8 +592,9 @@ def rank_sum_distribution(pooled, m: int) -> np.ndarray | None:
     goes last and only into the m-subsets' row (one pass instead of m). So the table before it
     counts subsets of the OTHER values only: at most as many rows as there are other values
     (``k``, with k = min(m, values outside the largest group)) and sums up to the largest k of them
-    reach — under heavy ties (most windows at 0) a few rows, not m + 1 (m = 199 windows before
-    NODE_FAIL on the 256-host bench fleet held a 200-row table of 150,000 sums, 240 MB, twice).
+    reach — under heavy ties (most windows at 0) a few rows, not m + 1 (before NODE_FAIL on the
+    256-host bench fleet, m = 187 with 455 of 463 values tied held a 188-row table of 88,977 sums,
+    128 MB, twice; now 9 rows).
     The counts are float64 and exact while C(n, m) < 2**53 (no count, partial count or binomial
     then exceeds it); beyond, each is rounded to ~1e-16 relative. None where that is past its
     reach: the work — (k + 1) × (the sums reached so far + 1) cells per (group, i) step, summed —
@@ -637,10 +638,9 @@ def rank_sum_distribution(pooled, m: int) -> np.ndarray | None:
         cap = cap_new
     out = np.zeros(top + 1)
     tk, rk = int(t[last]), int(r[last])
-    for i in range(0, min(tk, m) + 1):  # the largest group: i of it and m − i of the others
+    # the largest group: i of it and m − i of the others (at most ``rows`` of them)
+    for i in range(m - rows, min(tk, m) + 1):
         j = m - i
-        if j > rows:
-            continue
         shift = i * rk
         if shift > top:
             break
