@@ -26,6 +26,12 @@ Windows (W = the lead window)
   interruption were. An idle host runs cooler, quieter and slower, and workload-driven metrics
   would otherwise look like precursors. A cluster without any job allocations on record is not
   matched.
+- **Where the outcome names the failing part** (the GPU of an XID, the port of a link-down), its
+  value is read on one host — the failing host, or the peer in its place — so a control is one
+  host too: the failing host at its other times, vetoed only by interruptions of that host and
+  matched on that host's activity, and single healthy busy peers. A job-wide veto and job-sized
+  peer groups would demand far more than the reading needs: on a busy 256-host fleet, where big
+  jobs are interrupted often, 115 of 144 windows before a link-down had no control at all.
 - A like rule holds for the windows before the outcome, on the hosts they are read on, for the
   hosts an earlier interruption left its mark on (``failed_t0s``: an XID, a link-down or a PSU
   failure of theirs at it — the host failed, or its GPUs were torn down with the job, XID 45):
@@ -418,7 +424,11 @@ def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str
                 excluded.before_interrupted += 1
                 continue
         windows.append(Window("before", idx, hosts, it.t0 - W, it.t0))
-        n = len(it.hosts)
+        # what a control is read on: where the outcome names the failing part, its value is read on
+        # one host (the failing host, or the peer in its place: contrasts.read_host), so a control
+        # is that one host, healthy and busy; else the whole job's hosts
+        read = (named[0],) if named is not None else it.hosts
+        n = len(read)
         candidates: list[Window] = []
         # the same hosts at every other time the history holds, back to back with the lead window
         steps = range(max(-((it.t0 - W - lo_s) // W), -MAX_OFFSETS), min((hi_s - it.t0) // W, MAX_OFFSETS) + 1)
@@ -429,14 +439,15 @@ def matched_windows(cluster: str, chosen: list[Interruption], host_t0s: dict[str
             if s < lo_s or e > hi_s:
                 excluded.outside_history += 1
                 continue
-            if touched(host_t0s, it.hosts, s, e + W):
+            if touched(host_t0s, read, s, e + W):
                 excluded.interrupted += 1
                 continue
-            if matched and 2 * sum(allocations.busy(h, e - 1) for h in it.hosts) < n:
+            if matched and 2 * sum(allocations.busy(h, e - 1) for h in read) < n:
                 excluded.idle += 1
                 continue
-            candidates.append(Window("same_hosts", idx, it.hosts, s, e))
-        # healthy peers at the same time, as many hosts as the job, in disjoint groups
+            candidates.append(Window("same_hosts", idx, read, s, e))
+        # healthy peers at the same time, as many hosts as are read (the job's, or the one failing
+        # host's), in disjoint groups
         job_hosts = set(it.hosts)
         pool = [h for h in reporting if h not in job_hosts]
         ok = [h for h in pool if not touched(host_t0s, (h,), it.t0 - W, it.t0 + W)]
