@@ -39,7 +39,9 @@ one host where the metric has no series of the part's family: a fan before an XI
 elsewhere in a 16-host job then fires neither the window before the failure nor a control
 (``component_windows`` counts the windows before the outcome judged this way). A pinned rule's
 threshold is still set on what every part of the window's hosts reads at healthy times
-(rules.pin_basis): a deployed rule watches every part. For ``rise``, a window fires when a part's score of the window's own data (at its end: the signal scan's reading, the same
+(rules.pin_basis): a deployed rule watches every part. There a control is one host
+(windows.matched_windows), so the threshold stays rare per host, not per job: about 5 % of a
+host's healthy windows pass it. For ``rise``, a window fires when a part's score of the window's own data (at its end: the signal scan's reading, the same
 ``scores.window_scores`` call) passes, so a threshold pinned from a scan's control windows
 (rules.pin_rule) fires here in the share of healthy windows it was set on; the rolling score times
 the firing and counts the alarms. ``power`` says what the table could show at best. The engine

@@ -359,8 +359,10 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                 # window's hosts — also where the outcome names the failing part and the fleet
                 # test judges that part alone: a deployed rule watches every part, so its
                 # threshold (the controls' 95th percentile, rules.pin_basis) is set to stay rare
-                # across whole jobs at healthy times; set on one part's readings it would sit in
-                # the quiet part's noise floor and raise alarms on every part of the fleet. Before
+                # over every part of a host at healthy times (there a control is one host:
+                # windows.matched_windows; elsewhere the job's hosts); set on one part's readings
+                # it would sit in the quiet part's noise floor and raise alarms on every part of
+                # the fleet. Before
                 # the outcome, over the parts the fleet test judges there (``reads``: the failing
                 # part where the outcome names it), so the share of those windows past the
                 # threshold (``before_above``) is what the pinned rule's fleet test will count (a
