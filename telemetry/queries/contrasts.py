@@ -230,6 +230,42 @@ def _fisher(ps: list[float]) -> float | None:
     return float(chi2.sf(stat, 2 * len(ps)))
 
 
+# the readings a within-job contrast can be of: (statistic, side) — see ``collect``
+READINGS = (("score", "high"), ("score", "low"), ("level", "high"), ("level", "low"))
+
+
+def _three(ps: dict, source: dict, before_wi: int, control_wins: list[int], own_wins: list[int],
+           fail, s: float) -> str | None:
+    """One failure's three contrast p-values (siblings, own history, healthy) on one reading:
+    ``source`` the windows' values per (host, unit), ``s`` the orientation (+1: higher counts as
+    worse, −1: lower does). Appended to ``ps``; returns the level compared ("component" / "host")
+    or None where the failing part or host has no value."""
+    vals = source.get(before_wi, {})
+    if not fail or not vals:
+        return None
+    fam = family(fail[1])
+    if fail in vals:
+        v = s * vals[fail]
+        sib = np.array([s * x for (h, u), x in vals.items() if (h, u) != fail and family(u) == fam])
+        healthy = np.array([s * x for wi in control_wins for (h, u), x in source.get(wi, {}).items()
+                            if family(u) == fam])
+        own = np.array([s * source.get(wi, {}).get(fail, np.nan) for wi in own_wins])
+        kind = "component"
+    else:
+        hosts_v = _worst_by_host(vals, s)
+        if fail[0] not in hosts_v:
+            return None
+        v = hosts_v[fail[0]]
+        sib = np.array([x for h, x in hosts_v.items() if h != fail[0]])
+        healthy = np.array([x for wi in control_wins for x in _hosts_worst(source.get(wi, {}), s)])
+        own = np.array([_host_worst(source.get(wi, {}), s) for wi in own_wins])
+        kind = "host"
+    ps["siblings"].append(_rank_p(v, sib))
+    ps["own_history"].append(_rank_p(v, own))
+    ps["healthy"].append(_rank_p(v, healthy))
+    return kind
+
+
 def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units, highest: bool,
             into: dict | None = None, *, levels: dict | None = None, highest_level: bool | None = None,
             groups: "list[Concentration] | None" = None) -> dict:
@@ -241,6 +277,9 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
     ``units[i]`` the failing (host, unit) of failure i or None; ``levels`` (same shape, optional)
     the units' raw values, which the group test (``summarize``'s tracks_group) compares instead:
     a group that runs hotter at any time shows in its level, not in a self-normalised score.
+    The three contrasts are kept for each reading a row may test (``READINGS``: the scores or the
+    levels, each on the metric's bad side — ``highest`` / ``highest_level`` — and on the other),
+    and ``summarize`` gives the one the row tested.
     ``groups``: the groups the failures concentrate on (``concentration``, every cluster's, known
     before any metric is read); only for them are the control hosts' levels kept, inside and outside
     each group, as flat float arrays — a fleet's control windows × hosts × metrics as Python pairs
@@ -252,11 +291,16 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
     for wi, w in enumerate(windows):
         by_failure.setdefault(w.index, {}).setdefault(w.kind, []).append(wi)
     groups = list(groups or ())
-    into = into if into is not None else {"ps": {"siblings": [], "own_history": [], "healthy": []}, "shares": [],
-                                          "levels": set(), "failing_hosts": [], "shares_low": [],
+    into = into if into is not None else {"ps": {key: {"siblings": [], "own_history": [], "healthy": []}
+                                                 for key in READINGS},
+                                          "shares": [], "levels": set(), "failing_hosts": [], "shares_low": [],
                                           "spread": {"up": [], "down": []},
                                           "group_levels": [(array("d"), array("d")) for _ in groups]}
-    ps, shares, levels = into["ps"], into["shares"], into["levels"]
+    shares = into["shares"]
+    # the statistic a row may test (scores, or the failing part's level) on either side (the
+    # metric's bad direction, "high"; the other, "low": a finding lower before the outcome)
+    read = {("score", "high"): (unit_values, sign), ("score", "low"): (unit_values, -sign),
+            ("level", "high"): (level_values, sign_level), ("level", "low"): (level_values, -sign_level)}
     for i, kinds in sorted(by_failure.items()):
         before = kinds.get("before", [])
         if not before:
@@ -278,26 +322,10 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
                 for h, x in by_h.items():
                     if math.isfinite(x):
                         (inside if h in g.hosts else outside).append(x)
-        fam = family(fail[1]) if fail else None
-        if fail and fail in vals:
-            levels.add("component")
-            v = sign * vals[fail]
-            sib = np.array([sign * x for (h, u), x in vals.items() if (h, u) != fail and family(u) == fam])
-            healthy = np.array([sign * x for wi in control_wins for (h, u), x in unit_values.get(wi, {}).items()
-                                if family(u) == fam])
-            own = np.array([sign * unit_values.get(wi, {}).get(fail, np.nan) for wi in kinds.get("own", [])])
-        elif fail and fail[0] in hosts_v:
-            levels.add("host")
-            v = hosts_v[fail[0]]
-            sib = np.array([x for h, x in hosts_v.items() if h != fail[0]])
-            healthy = np.array([x for wi in control_wins for x in _hosts_worst(unit_values.get(wi, {}), sign)])
-            own = np.array([_host_worst(unit_values.get(wi, {}), sign) for wi in kinds.get("own", [])])
-        else:
-            v, sib, own, healthy = None, np.empty(0), np.empty(0), np.empty(0)
-        if v is not None:
-            ps["siblings"].append(_rank_p(v, sib))
-            ps["own_history"].append(_rank_p(v, own))
-            ps["healthy"].append(_rank_p(v, healthy))
+        for key, (source, s) in read.items():
+            kind = _three(into["ps"][key], source, before[0], control_wins, kinds.get("own", []), fail, s)
+            if kind:
+                into["levels"].add(kind)
         # job-wide: the job's other hosts against the healthy control hosts
         others = [x for h, x in hosts_v.items() if not fail or h != fail[0]]
         by_control = [_hosts_worst(unit_values.get(wi, {}), sign) for wi in control_wins]
@@ -337,15 +365,20 @@ def _spread(host_values: list[float], way: str) -> float:
     return gap / scale
 
 
-def summarize(parts: dict | None, groups: "list[Concentration] | None" = None, *, low: bool = False) -> dict:
+def summarize(parts: dict | None, groups: "list[Concentration] | None" = None, *, low: bool = False,
+              statistic: str = "score") -> dict:
     """The three contrasts (combined p, failures behind it, whether it holds) — with ``job_spread``
     where failures name no part —, the job-wide flag, and, for each group the failures concentrate
     on (``concentration``), a flag when the metric also runs worse on that group's hosts at healthy
     times: the group, not the coming failure, explains it. ``low``: the finding is lower before the
-    outcome (a metric without a bad direction), so job-wide and spread read the low side."""
+    outcome (a metric without a bad direction), so the contrasts, job-wide and spread read the low
+    side. ``statistic``: what the row tested ("score" or "level", signal_scan), which the three
+    contrasts then compare — a gate on another reading than the finding's tests something else (the
+    256-host bench fleet: a PCIe rate's level lower before NODE_FAIL, its failing parts' *scores*
+    higher than their siblings' at p 0.00014, so the within-job gate passed a workload finding)."""
     if not parts:
         return {"level": None, "contrasts": {}, "job_wide_share": None, "job_wide": None, "tracks_group": []}
-    ps, levels = parts["ps"], parts["levels"]
+    ps, levels = parts["ps"][(statistic, "low" if low else "high")], parts["levels"]
     shares = parts["shares_low"] if low else parts["shares"]
     multi = len(shares)
     out = {}
@@ -494,11 +527,15 @@ def within_group(track: GroupTrack, before: list[tuple[float, tuple]], control: 
             "holds": p is not None and p < SURVIVES_P}
 
 
-def _hosts_worst(vals: dict[tuple[str, str], float], sign: float) -> list[float]:
+def _worst_by_host(vals: dict[tuple[str, str], float], sign: float) -> dict[str, float]:
     by: dict[str, float] = {}
     for (h, _), v in vals.items():
         by[h] = max(by.get(h, -np.inf), sign * v)
-    return list(by.values())
+    return by
+
+
+def _hosts_worst(vals: dict[tuple[str, str], float], sign: float) -> list[float]:
+    return list(_worst_by_host(vals, sign).values())
 
 
 def _host_worst(vals: dict[tuple[str, str], float], sign: float) -> float:

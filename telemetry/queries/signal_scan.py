@@ -444,10 +444,11 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             if row.get("strata") is not None and len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
                 row["not_tested"] = (f"only {row['strata']} window{'s' if row['strata'] != 1 else ''} before the "
                                      f"outcome with a scored control of their own, {MIN_WINDOWS} needed")
-        # a finding lower before the outcome (a metric without a bad direction): its job-wide flag
-        # and its within-job spread read the low side (a checkpoint write idles every GPU of the job)
+        # a finding lower before the outcome (a metric without a bad direction): its job-wide flag,
+        # its within-job contrasts and spread read the low side (a checkpoint write idles every GPU
+        # of the job), and the contrasts compare what the row tested (the levels or the scores)
         low = alternative == "two-sided" and row["auc"] is not None and row["auc"] < 0.5
-        found = contrasts.summarize(parts.get(metric), groups, low=low)
+        found = contrasts.summarize(parts.get(metric), groups, low=low, statistic=row["statistic"])
         row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
                    p_fleet=row["p"], within_job=None, job_wide_share=found["job_wide_share"])
         # within the job: the failing part against its siblings, or where the outcome names no part,

@@ -1,0 +1,68 @@
+"""The within-job contrasts compare what the scan row tested, on the side it found.
+
+Reproduces what the 256-host bench fleet showed (session 34): ``gpu.pcie.rx_rate`` before
+NODE_FAIL tested the failing parts' *levels* and found them lower before the outcome (AUC 0.41:
+a checkpoint write idles every GPU of the job), but its sibling contrast compared the parts'
+*scores* on the high side (p 0.00014, "survives"), so the within-job gate let a workload finding
+through. Here, in memory: twelve failures, each on one GPU of a 2-host job. Before the outcome every
+GPU of the job reads low (the workload); the failing GPU's self-normalised score happens to be the
+highest of its job. A gate on the scores' high side says the part stands out; on the levels' low
+side — what the row tested — it does not. And a real low-side precursor (the failing GPU alone
+reads low) holds there."""
+from __future__ import annotations
+
+from types import SimpleNamespace as W
+
+from telemetry.queries import contrasts
+
+UNITS = [(h, f"gpu{g}") for h in ("a", "b") for g in range(4)]
+FAILING = ("a", "gpu0")
+N_FAILURES = 12
+
+
+def _fleet(failing_low: bool):
+    """Windows and values: per failure, the window before it (the job's two hosts) and four
+    healthy control windows of the same hosts. Levels around 100 at healthy times (varying by
+    window), 40 before the outcome on every GPU (a job-wide idle) — or, with ``failing_low``, 100
+    on the siblings and 40 on the failing GPU only (a precursor lower before the outcome)."""
+    wins, scores, levels = [], {}, {}
+    for i in range(N_FAILURES):
+        wi = len(wins)
+        wins.append(W(index=i, kind="before", hosts=("a", "b")))
+        levels[wi] = {u: (40.0 if (not failing_low or u == FAILING) else 100.0 + k) for k, u in enumerate(UNITS)}
+        # the scores: the failing part's the highest of its job (its own past was quiet)
+        scores[wi] = {u: (5.0 if u == FAILING else 1.0 + 0.1 * k) for k, u in enumerate(UNITS)}
+        for j in range(4):
+            wi = len(wins)
+            wins.append(W(index=i, kind="same_hosts", hosts=("a", "b")))
+            levels[wi] = {u: 95.0 + 3 * j + 0.5 * k for k, u in enumerate(UNITS)}
+            scores[wi] = {u: 0.5 + 0.2 * j + 0.05 * k for k, u in enumerate(UNITS)}
+    return wins, scores, levels
+
+
+def _summary(failing_low: bool, statistic: str, low: bool):
+    wins, scores, levels = _fleet(failing_low)
+    parts = contrasts.collect(scores, wins, [FAILING] * N_FAILURES, True, levels=levels, highest_level=True)
+    return contrasts.summarize(parts, low=low, statistic=statistic)["contrasts"]
+
+
+def test_a_job_wide_low_level_does_not_hold_among_the_siblings_though_the_scores_stand_out():
+    # the old reading (scores, high side) passes the workload finding: the part stands out
+    assert _summary(False, "score", low=False)["siblings"]["survives"]
+    # what the row tested (levels, low side): the part's siblings read as low
+    sib = _summary(False, "level", low=True)["siblings"]
+    assert sib["failures"] == N_FAILURES and not sib["survives"] and sib["p"] > 0.5
+
+
+def test_a_low_level_on_the_failing_part_alone_holds_among_its_siblings():
+    sib = _summary(True, "level", low=True)["siblings"]
+    # each failure's p is its rank among seven siblings, 1/8 at best: Fisher's over twelve, 0.0015
+    assert sib["failures"] == N_FAILURES and sib["survives"] and sib["p"] < 0.01
+    # and against its controls (the same part at healthy times): lower than all of them
+    assert _summary(True, "level", low=True)["healthy"]["p"] < 1e-6
+
+
+def test_the_high_side_of_the_levels_reads_the_other_way():
+    # the failing part alone low: on the high side of the levels it is the least worrying part
+    sib = _summary(True, "level", low=False)["siblings"]
+    assert not sib["survives"] and sib["p"] > 0.99
