@@ -37,10 +37,14 @@ When a finding is flagged (``judge``, per scan row; ``summarize_fleet``, per fle
 -----------------------------------------------------------------------------------------
 A phase is a rival explanation of a finding when both hold:
 (a) the phase is over-represented before the outcome: windows before it are in the phase more
-    often than controls (Fisher's exact test, one-sided, p < ``OVER_P``);
+    often than controls (Fisher's exact test, one-sided, p < ``OVER_P``) — or, in a scan, under-
+    represented (less often; the rival is then the time out of the phase, and (c) reads it);
 (c) the metric runs worse in the phase at healthy times: the control windows in the phase against
     the controls out of it (Mann–Whitney, in the metric's bad direction, p < ``TRACKS_P``; at least
     3 windows each). For a fleet test: the rule fires more often in controls in the phase (Fisher).
+    Idle time runs both ways: rarer before the outcome where the window before is spent inside the
+    running job, more common where jobs fail soon after they start (the window before reaches back
+    past the start, and a metric that drops when idle — memory clocks — reads lower before it).
 The finding must then also hold within the phase strata — windows before the outcome against
 controls of the same stratum only (the van Elteren stratified rank-sum test,
 ``contrasts.stratified_p``; Cochran–Mantel–Haenszel over the fleet test's 2×2 tables) — and its p
@@ -72,7 +76,8 @@ MIN_EACH = 3
 PHASES = ("checkpoint", "heavy")  # the fleet test's phases
 # The scan's: also whether the window's hosts ran a job all along. Controls are matched on activity
 # at their end only, and a window before an interruption is spent inside the running job, so idle
-# minutes are rarer before the outcome than in controls; a metric that moves with the load -- the
+# minutes are rarer before the outcome than in controls (or more common, where jobs fail soon after
+# they start: ``judge`` tests both ways); a metric that moves with the load -- the
 # time clocks were lowered for want of work, a switch's supply voltage sagging under traffic --
 # then differs before the outcome for that reason alone (the 96-host bench fleet: both before
 # NODE_FAIL at AUC 0.26/0.28, q 0.004/0.009).
@@ -82,9 +87,6 @@ IN_PHASE = {"checkpoint": "a checkpoint write under way",
             "heavy": f"the job in a heavy phase (GPU power ≥ {HEAVY_RISE:.0%} above its run's median)",
             "idle": "hosts idle part of the time (half or more of them running no job in a minute)"}
 UNIT = {"checkpoint": "min writing", "heavy": "min heavy", "idle": "min idle"}
-# A phase RARER before the outcome than in controls (idle minutes): the rival explanation is the
-# rest of the time, so its tests run the other way (``judge``).
-RARER = frozenset({"idle"})
 
 
 def stratum(minutes: int) -> int:
@@ -361,13 +363,19 @@ def judge(before: list[float], control: list[float], phases_b: list[dict], phase
         b = [(v, s[p]) for v, s in zip(before, phases_b) if s.get(p) is not None]
         c = [(v, s[p]) for v, s in zip(control, phases_c) if s.get(p) is not None]
         b_in, c_in = sum(s > 0 for _, s in b), sum(s > 0 for _, s in c)
-        rarer = p in RARER  # the rival explanation is the time out of the phase: (a) and (c) run the other way
-        over_p = _over(b_in, len(b), c_in, len(c), "less" if rarer else "greater")
+        if not b or not c:
+            continue
+        # (a) either way: a phase rarer before the outcome than in controls (idle minutes: the
+        # window before is spent inside the running job) is as much a rival as one more common
+        # (idle minutes again, where jobs fail soon after they start); the rival explanation is
+        # then the time out of the phase, and (c) runs the other way
+        more = b_in * len(c) >= c_in * len(b)
+        over_p = _over(b_in, len(b), c_in, len(c), "greater" if more else "less")
         if over_p is None or over_p >= OVER_P:
             continue
         inside = [v for v, s in c if s > 0]
         outside = [v for v, s in c if s == 0]
-        if rarer:  # (c): the metric runs worse in controls OUT of the phase (busy all along)
+        if not more:  # (c): the metric runs worse in controls OUT of the phase
             inside, outside = outside, inside
         tracks_p = auc = None
         if len(inside) >= MIN_EACH and len(outside) >= MIN_EACH:
@@ -380,7 +388,7 @@ def judge(before: list[float], control: list[float], phases_b: list[dict], phase
         tracks = tracks_p is not None and tracks_p < TRACKS_P
         holds = within is not None and within < HOLDS_P
         out.append({"phase": p, "before_in": b_in, "before": len(b), "controls_in": c_in, "controls": len(c),
-                    "over_p": over_p, "runs_worse_auc": auc, "runs_worse_p": tracks_p, "tracks": tracks,
+                    "more_before": more, "over_p": over_p, "runs_worse_auc": auc, "runs_worse_p": tracks_p, "tracks": tracks,
                     "strata": strata, "p": within, "holds": holds, "flagged": bool(tracks and not holds)})
     return out
 
@@ -389,7 +397,7 @@ def flag_text(e: dict) -> str:
     p = e["phase"]
     head = (f"{FLAG[p]}: {IN_PHASE[p]} in {e['before_in']} of {e['before']} windows before the outcome against "
             f"{e['controls_in']} of {e['controls']} controls (Fisher p {e['over_p']:.2g}), and it runs worse in controls "
-            f"{'outside' if p in RARER else 'during'} it (AUC {e['runs_worse_auc']:.2f})")
+            f"{'during' if e['more_before'] else 'outside'} it (AUC {e['runs_worse_auc']:.2f})")
     counts = ", ".join(f"{s['stratum']} {s['before']} · {s['controls']}" for s in e["strata"] if s["before"])
     if e["p"] is None:
         return head + f"; not testable within the strata (no stratum with windows before and controls: {counts})"

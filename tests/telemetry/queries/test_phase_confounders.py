@@ -237,3 +237,35 @@ def test_host_minutes_read_in_host_slices_are_the_same(fleet, monkeypatch):
     assert all(np.array_equal(whole["heavy"][h][0], sliced["heavy"][h][0])
                and np.array_equal(whole["heavy"][h][1], sliced["heavy"][h][1]) for h in HOSTS)
     assert any(whole["heavy"][h][1].any() for h in HOSTS) and sorted(whole["runs"]) == sorted(sliced["runs"])
+
+
+def test_a_phase_more_common_before_the_outcome_is_a_rival_either_way():
+    """The mirror of the test above: memory clocks drop to their idle value when a GPU has no
+    work, and where jobs fail soon after they start, the windows before the outcome hold idle
+    minutes more often than their controls (the window before reaches back past the job's start).
+    The clock then reads lower before the outcome for that reason alone. Idle time more common
+    before the outcome is as much a rival explanation as idle time rarer: flagged, its p the
+    within-strata one; a precursor that does not move with the load holds. (Judge tested only the
+    rarer way before: this failed.)"""
+    rng = np.random.default_rng(5)
+    idle_c = [0] * 80 + [int(x) for x in rng.integers(30, 300, 10)]
+    phases_c = [{"checkpoint": None, "heavy": None, "idle": k} for k in idle_c]
+    idle_b = [0] * 4 + [int(x) for x in rng.integers(30, 300, 8)]
+    phases_b = [{"checkpoint": None, "heavy": None, "idle": k} for k in idle_b]
+    clock = lambda k, x: 2619 - 3.0 * k + x  # noqa: E731 - lower the more idle minutes the window holds
+    control = [clock(k, x) for k, x in zip(idle_c, rng.normal(0, 5, 90))]
+    before = [clock(k, x) for k, x in zip(idle_b, rng.normal(0, 5, 12))]
+    pooled = mannwhitneyu(before, control, alternative="two-sided").pvalue
+    assert pooled < 0.01
+    row = {"p": float(pooled), "flags": []}
+    phase.apply(row, before, control, phases_b, phases_c, "two-sided")
+    idle = next(e for e in row["phases"] if e["phase"] == "idle")
+    assert idle["over_p"] < phase.OVER_P and idle["tracks"] and idle["flagged"] and idle["more_before"]
+    assert row["p"] >= phase.HOLDS_P and any(f.startswith("tracks job activity") for f in row["flags"])
+    assert "runs worse in controls during it" in row["flags"][0]
+    precursor_c = list(rng.normal(0, 1, 90))
+    precursor_b = list(rng.normal(2.5, 1, 12))
+    row = {"p": float(mannwhitneyu(precursor_b, precursor_c, alternative="greater").pvalue), "flags": []}
+    p0 = row["p"]
+    phase.apply(row, precursor_b, precursor_c, phases_b, phases_c, "greater")
+    assert row["flags"] == [] and row["p"] == p0  # does not track the load: untouched
