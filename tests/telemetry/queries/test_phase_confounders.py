@@ -194,6 +194,15 @@ def test_idle_minutes_of_a_window_from_the_job_runs():
     assert phase.strata_of({"runs": None}, ("a",), t, t + 3600)["idle"] is None  # no allocations on record
 
 
+def _a_precursor_that_does_not_track_the_load_is_untouched(rng, phases_b, phases_c):
+    precursor_c = list(rng.normal(0, 1, len(phases_c)))
+    precursor_b = list(rng.normal(2.5, 1, len(phases_b)))
+    row = {"p": float(mannwhitneyu(precursor_b, precursor_c, alternative="greater").pvalue), "flags": []}
+    p0 = row["p"]
+    phase.apply(row, precursor_b, precursor_c, phases_b, phases_c, "greater")
+    assert row["flags"] == [] and row["p"] == p0
+
+
 def test_a_metric_that_moves_with_the_load_is_flagged_where_idle_time_is_rarer_before_the_outcome():
     """Windows before the outcome are spent inside the running job (0 idle minutes); half of the
     controls hold idle minutes. A metric that reads lower when the hosts are busy (the time clocks
@@ -215,12 +224,7 @@ def test_a_metric_that_moves_with_the_load_is_flagged_where_idle_time_is_rarer_b
     assert idle["over_p"] < phase.OVER_P and idle["tracks"] and idle["flagged"]
     assert row["p"] >= phase.HOLDS_P and any(f.startswith("tracks job activity") for f in row["flags"])
     assert "runs worse in controls outside it" in row["flags"][0]
-    precursor_c = list(rng.normal(0, 1, 90))
-    precursor_b = list(rng.normal(2.5, 1, 12))
-    row = {"p": float(mannwhitneyu(precursor_b, precursor_c, alternative="greater").pvalue), "flags": []}
-    p0 = row["p"]
-    phase.apply(row, precursor_b, precursor_c, phases_b, phases_c, "greater")
-    assert row["flags"] == [] and row["p"] == p0  # does not track the load: untouched
+    _a_precursor_that_does_not_track_the_load_is_untouched(rng, phases_b, phases_c)
 
 
 def test_host_minutes_read_in_host_slices_are_the_same(fleet, monkeypatch):
@@ -263,9 +267,4 @@ def test_a_phase_more_common_before_the_outcome_is_a_rival_either_way():
     assert idle["over_p"] < phase.OVER_P and idle["tracks"] and idle["flagged"] and idle["more_before"]
     assert row["p"] >= phase.HOLDS_P and any(f.startswith("tracks job activity") for f in row["flags"])
     assert "runs worse in controls during it" in row["flags"][0]
-    precursor_c = list(rng.normal(0, 1, 90))
-    precursor_b = list(rng.normal(2.5, 1, 12))
-    row = {"p": float(mannwhitneyu(precursor_b, precursor_c, alternative="greater").pvalue), "flags": []}
-    p0 = row["p"]
-    phase.apply(row, precursor_b, precursor_c, phases_b, phases_c, "greater")
-    assert row["flags"] == [] and row["p"] == p0  # does not track the load: untouched
+    _a_precursor_that_does_not_track_the_load_is_untouched(rng, phases_b, phases_c)
