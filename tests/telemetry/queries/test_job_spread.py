@@ -104,4 +104,5 @@ def test_a_host_apart_from_identical_quiet_others_counts_as_the_farthest():
     vals.update({wi: {(h, "gpu0"): 0.0 for h in hosts} for wi in range(1, 10)})
     vals[9] = {**vals[9], ("b", "gpu0"): 0.7}  # one control with a host apart too
     got = contrasts.collect(vals, wins, [None], True)
-    assert got["spread"]["up"] == [2 / 10]  # tied with that one control, above the other eight
+    # tied with that one control, above the other eight: the mid-rank p (the tie and itself count half)
+    assert got["spread"]["up"] == [(0 + 0.5 * (1 + 1)) / 10]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace as W
 
+import numpy as np
+
 from telemetry.queries import contrasts
 
 UNITS = [(h, f"gpu{g}") for h in ("a", "b") for g in range(4)]
@@ -23,13 +25,15 @@ N_FAILURES = 12
 def _fleet(failing_low: bool):
     """Windows and values: per failure, the window before it (the job's two hosts) and four
     healthy control windows of the same hosts. Levels around 100 at healthy times (varying by
-    window), 40 before the outcome on every GPU (a job-wide idle) — or, with ``failing_low``, 100
+    window), 40–47 before the outcome on every GPU (a job-wide idle) — or, with ``failing_low``, 100
     on the siblings and 40 on the failing GPU only (a precursor lower before the outcome)."""
     wins, scores, levels = [], {}, {}
     for i in range(N_FAILURES):
         wi = len(wins)
         wins.append(W(index=i, kind="before", hosts=("a", "b")))
-        levels[wi] = {u: (40.0 if (not failing_low or u == FAILING) else 100.0 + k) for k, u in enumerate(UNITS)}
+        # (the job-wide idle: every GPU between 40 and 47, the failing one in the middle)
+        levels[wi] = {u: (40.0 + (k + 4) % 8 if not failing_low else 40.0 if u == FAILING else 100.0 + k)
+                      for k, u in enumerate(UNITS)}
         # the scores: the failing part's the highest of its job (its own past was quiet)
         scores[wi] = {u: (5.0 if u == FAILING else 1.0 + 0.1 * k) for k, u in enumerate(UNITS)}
         for j in range(4):
@@ -66,3 +70,23 @@ def test_the_high_side_of_the_levels_reads_the_other_way():
     # the failing part alone low: on the high side of the levels it is the least worrying part
     sib = _summary(True, "level", low=False)["siblings"]
     assert not sib["survives"] and sib["p"] > 0.99
+
+
+def test_failures_whose_counter_ties_with_every_sibling_do_not_drown_those_that_stand_out():
+    """Error counters read as levels are mostly 0: in most failures of a class whose precursor
+    only some carry, the failing part's rate is 0 like every sibling's. Such a failure says nothing
+    about the order; ranked as p = 1 (the conventional rank p), 14 of them drowned 6 failures whose
+    part stood above all its siblings (Fisher p 0.97). Left out, the six hold."""
+    wins, levels = [], {}
+    for i in range(20):
+        wins.append(W(index=i, kind="before", hosts=("a", "b")))
+        levels[len(wins) - 1] = {u: (0.05 if (i < 6 and u == FAILING) else 0.0) for u in UNITS}
+        wins.append(W(index=i, kind="same_hosts", hosts=("a", "b")))
+        levels[len(wins) - 1] = {u: 0.0 for u in UNITS}
+    parts = contrasts.collect(levels, wins, [FAILING] * 20, True, levels=levels, highest_level=True)
+    sib = contrasts.summarize(parts, statistic="level")["contrasts"]["siblings"]
+    assert sib["failures"] == 6 and sib["survives"] and sib["p"] < 0.01
+    # a value tied with only part of its reference ranks in the middle of the ties, not at the bottom
+    assert contrasts._rank_p(0.0, np.array([0.0, 0.0, 0.0, 1e-4])) == (1 + 0.5 * 4) / 5
+    assert contrasts._rank_p(0.0, np.array([0.0, 0.0])) is None
+    assert contrasts._rank_p(2.0, np.array([0.0, 1.0, 3.0])) == 1.5 / 4
