@@ -451,35 +451,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         found = contrasts.summarize(parts.get(metric), groups, low=low, statistic=row["statistic"])
         row.update(level=found["level"], contrasts=found["contrasts"], flags=[],
                    p_fleet=row["p"], within_job=None, job_wide_share=found["job_wide_share"])
-        # within the job: the failing part against its siblings, or where the outcome names no part,
-        # the job's most extreme host against its other hosts (contrasts: job spread)
-        sib = next((c for c in (found["contrasts"].get("siblings"), found["contrasts"].get("job_spread"))
-                    if c and c.get("p") is not None), {})
-        if sib.get("p") is not None:
-            row["within_job"] = bool(sib["survives"])
-        if found["job_wide"] and not row["within_job"]:
-            row["flags"].append(found["job_wide"])
-            if row["p"] is not None and sib.get("p") is not None:
-                # The metric moved on the job's other hosts too: the workload is the rival
-                # explanation, so the finding must also hold within the job, where the workload
-                # cancels — an intersection-union test of the two, the larger p. Where nothing
-                # moved job-wide, the matched healthy windows (the same part at other times, the
-                # same part on healthy peers) are the test: the sibling contrast, one part against
-                # a handful of others, is shown beside it but has too little power to gate it.
-                row["p"] = max(row["p"], sib["p"])
-        elif (sib.get("p") is not None and sib.get("failures", 0) >= SIBLINGS_GATE and row["p"] is not None
-              and row["statistic"] == "level" and not sib["survives"]):
-            # With as many failures as this behind it, the within-job contrast has the power to
-            # gate: a finding the part's siblings of the same job at the same time read as high as
-            # (p >= 0.05 there) is the job's workload (the busy 96-host bench fleet: power-cap
-            # throttling, NVSwitch power and traffic, node power before XID 74/79 at q 0.0007-0.02
-            # against healthy windows, p 0.3-0.75 against the siblings over 15 failures): the larger
-            # p stands, and it is flagged. One that holds there keeps its p against the matched
-            # healthy windows (the siblings' Fisher-combined p, weaker by construction, would only
-            # drown it in the correction over every metric scanned)
-            row["p"] = max(row["p"], sib["p"])
-            row["flags"].append(f"does not hold within the job: the part's siblings of the same job read as "
-                                f"high (p {sib['p']:.2g} over {sib['failures']} failures)")
+        gate_contrasts(row, found, low)
         row["groups"] = []
         where_b, where_c = where.get(metric, ([], []))
         for track in found["tracks_group"]:
@@ -524,6 +496,57 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         "matched_on_activity": matched, "metrics_tested": len(tested), "metrics_seen": len(rows),
         "rows": rows,
     }
+
+
+def gate_contrasts(row: dict, found: dict, low: bool) -> None:
+    """The within-job and own-history gates of one scan row (``found``: ``contrasts.summarize``'s
+    result for it; ``low``: the finding is lower before the outcome): sets ``within_job``, and
+    where a contrast with the power to gate does not hold, flags the row and raises its p to the
+    contrast's (an intersection-union test: the larger p)."""
+    side = "low" if low else "high"
+    # within the job: the failing part against its siblings, or where the outcome names no part,
+    # the job's most extreme host against its other hosts (contrasts: job spread)
+    sib = next((c for c in (found["contrasts"].get("siblings"), found["contrasts"].get("job_spread"))
+                if c and c.get("p") is not None), {})
+    if sib.get("p") is not None:
+        row["within_job"] = bool(sib["survives"])
+    if found["job_wide"] and not row["within_job"]:
+        row["flags"].append(found["job_wide"])
+        if row["p"] is not None and sib.get("p") is not None:
+            # The metric moved on the job's other hosts too: the workload is the rival
+            # explanation, so the finding must also hold within the job, where the workload
+            # cancels — an intersection-union test of the two, the larger p. Where nothing
+            # moved job-wide, the matched healthy windows (the same part at other times, the
+            # same part on healthy peers) are the test: the sibling contrast, one part against
+            # a handful of others, is shown beside it but has too little power to gate it.
+            row["p"] = max(row["p"], sib["p"])
+    elif (sib.get("p") is not None and sib.get("failures", 0) >= SIBLINGS_GATE and row["p"] is not None
+          and row["statistic"] == "level" and not sib["survives"]):
+        # With as many failures as this behind it, the within-job contrast has the power to
+        # gate: a finding the part's siblings of the same job at the same time read as high as
+        # (p >= 0.05 there) is the job's workload (the busy 96-host bench fleet: power-cap
+        # throttling, NVSwitch power and traffic, node power before XID 74/79 at q 0.0007-0.02
+        # against healthy windows, p 0.3-0.75 against the siblings over 15 failures): the larger
+        # p stands, and it is flagged. One that holds there keeps its p against the matched
+        # healthy windows (the siblings' Fisher-combined p, weaker by construction, would only
+        # drown it in the correction over every metric scanned)
+        row["p"] = max(row["p"], sib["p"])
+        row["flags"].append(f"does not hold within the job: the part's siblings of the same job read as "
+                            f"{side} (p {sib['p']:.2g} over {sib['failures']} failures)")
+    own = found["contrasts"].get("own_history") or {}
+    if (own.get("p") is not None and own.get("failures", 0) >= SIBLINGS_GATE and row["p"] is not None
+            and row["statistic"] == "level" and not own["survives"]):
+        # The same power rule for the part's own past: a part whose level before the outcome is no
+        # further out than in its own earlier windows of the same length (untouched by interruptions)
+        # was always like that — a part that always reads high (or low) predicts nothing. On the
+        # 256-host bench fleet gpu.pcie.rx_rate read lower before NODE_FAIL (q 0.0039), its failing
+        # parts as low in their own past (p 0.84 over 93 failures); the true precursors held there
+        # (PCIe replays before XID 74/79 p 5e-6 over 31, DRAM ECC before XID 94/95 0.003 over 32,
+        # symbol errors before a link-down 0.01 over 28: the failures whose counter was not at 0 in
+        # every window).
+        row["p"] = max(row["p"], own["p"])
+        row["flags"].append(f"does not hold against the part's own past: its earlier windows read as {side} "
+                            f"(p {own['p']:.2g} over {own['failures']} failures)")
 
 
 STRATIFIED_DRAWS = 20_000  # the within-strata permutation test's draws (more where p is small)

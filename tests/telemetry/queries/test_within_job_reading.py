@@ -90,3 +90,34 @@ def test_failures_whose_counter_ties_with_every_sibling_do_not_drown_those_that_
     assert contrasts._rank_p(0.0, np.array([0.0, 0.0, 0.0, 1e-4])) == (1 + 0.5 * 4) / 5
     assert contrasts._rank_p(0.0, np.array([0.0, 0.0])) is None
     assert contrasts._rank_p(2.0, np.array([0.0, 1.0, 3.0])) == 1.5 / 4
+
+
+def _found(sib_p, sib_n, own_p, own_n):
+    c = {"siblings": {"p": sib_p, "failures": sib_n, "survives": sib_p < contrasts.SURVIVES_P},
+         "own_history": {"p": own_p, "failures": own_n, "survives": own_p < contrasts.SURVIVES_P}}
+    return {"contrasts": c, "job_wide": None}
+
+
+def test_a_part_as_far_out_in_its_own_past_is_gated_where_enough_failures_stand_behind_it():
+    """The 256-host bench fleet: gpu.pcie.rx_rate read lower before NODE_FAIL (a level finding,
+    q 0.0039), its failing parts as low in their own earlier windows (p 0.84 over 93 failures):
+    flagged, the larger p. A true precursor that holds against its own past keeps its p; below
+    SIBLINGS_GATE failures the contrast is shown, not required."""
+    from telemetry.queries.signal_scan import SIBLINGS_GATE, gate_contrasts
+
+    row = {"p": 3.5e-5, "statistic": "level", "flags": [], "within_job": None}
+    gate_contrasts(row, _found(0.022, 116, 0.84, 93), low=True)
+    assert row["within_job"] and row["p"] == 0.84
+    assert row["flags"] == ["does not hold against the part's own past: its earlier windows read as low "
+                            "(p 0.84 over 93 failures)"]
+    held = {"p": 5e-5, "statistic": "level", "flags": [], "within_job": None}
+    gate_contrasts(held, _found(3e-18, 97, 4.7e-6, 31), low=False)
+    assert held == {"p": 5e-5, "statistic": "level", "flags": [], "within_job": True}
+    few = {"p": 5e-5, "statistic": "level", "flags": [], "within_job": None}
+    gate_contrasts(few, _found(0.01, 40, 0.9, SIBLINGS_GATE - 1), low=False)
+    assert few["p"] == 5e-5 and few["flags"] == []
+    # the siblings' gate says which side it read
+    sib = {"p": 0.0018, "statistic": "level", "flags": [], "within_job": None}
+    gate_contrasts(sib, _found(0.63, 26, 0.8, 9), low=True)
+    assert sib["p"] == 0.63 and sib["flags"] == ["does not hold within the job: the part's siblings of the same "
+                                                 "job read as low (p 0.63 over 26 failures)"]
