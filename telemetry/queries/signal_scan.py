@@ -261,6 +261,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     adjusted_values: dict[str, tuple[list[float], list[float]]] = {}  # the same, adjusted for parts scored
     raws: dict[str, tuple[list[float], list[float]]] = {}  # the same windows' raw values (medians, pin rule)
     where: dict[str, tuple[list[tuple], list[tuple]]] = {}  # the hosts each value stands for (group tests)
+    on_part: dict[str, tuple[array, array]] = {}  # whether each value is a named part's level (1) or a score (0)
     readings: dict[str, tuple[list[float], list[float]]] = {}  # what a rise rule reads (rules.rise_readings)
     level_reads: dict[str, tuple[list[float], list[float]]] = {}  # what a rate/threshold rule reads (level_readings)
     tested_as: dict[str, list[int]] = {}  # metric -> [windows before valued by the failing part's level, by a score]
@@ -377,6 +378,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                     (lev_b if w.kind == "before" else lev_c).append(min(got) if lowest else max(got))
             kinds = tested_as.setdefault(metric, [0, 0])
             ph_b, ph_c = phases.setdefault(metric, ([], []))
+            part_b, part_c = on_part.setdefault(metric, (array("b"), array("b")))
             for wi, (w, (v, rv, on), ph) in enumerate(zip(found, picked, phased)):
                 if np.isfinite(v):
                     if w.kind == "before":  # the failing part's level where the outcome names it, else a score
@@ -386,6 +388,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                     (adj_b if w.kind == "before" else adj_c).append(adjusted[wi])
                     (where_b if w.kind == "before" else where_c).append(on)
                     (ph_b if w.kind == "before" else ph_c).append(ph)
+                    (part_b if w.kind == "before" else part_c).append(reads[wi] is not None)
                     if np.isfinite(rv):
                         (raw_b if w.kind == "before" else raw_c).append(float(rv))
                 else:
@@ -399,6 +402,24 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
     for metric, (before, control) in values.items():
         m = catalog.get(metric)
         raw_b, raw_c = raws.get(metric, ([], []))
+        # what the scan tests: the failing part's level (most windows before the outcome name the
+        # part) or the highest self-normalised score; the pin rule follows it (rules.pin_basis)
+        named, unnamed = tested_as.get(metric, [0, 0])
+        statistic = "level" if named > unnamed else "score"
+        where_b, where_c = where.get(metric, ([], []))
+        ph_b, ph_c = phases.get(metric, ([], []))
+        off_scale = 0
+        if statistic == "level":
+            # A level row compares levels with levels: the windows of interruptions that name no
+            # part hold a score (another scale) and are left out, before the outcome and in their
+            # controls alike. Pooled, the two scales made a difference of their mix alone: on the
+            # 256-host bench fleet three constant metrics (the enforced power limit, the host's GPU
+            # count and memory) came out before NODE_FAIL at AUC 0.56, q 0.0013, where 116 of 187
+            # windows named a part and their controls did in another proportion.
+            keep_b, keep_c = on_part.get(metric, ((), ()))
+            off_scale = len(before) + len(control) - sum(keep_b) - sum(keep_c)
+            before, where_b, ph_b = ([x for x, k in zip(xs, keep_b) if k] for xs in (before, where_b, ph_b))
+            control, where_c, ph_c = ([x for x, k in zip(xs, keep_c) if k] for xs in (control, where_c, ph_c))
         row = {"metric": metric, "layer": m.layer, "unit": m.unit, "kind": m.kind, "bad": m.bad,
                "n_before": len(before), "n_control": len(control),
                "median_before": float(np.median(raw_b)) if raw_b else None,
@@ -407,10 +428,8 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                "median_score_control": float(np.median(control)) if control else None,
                "auc": None, "p": None, "q": None}
         row["rise_readings"] = rules.rise_readings(*readings.get(metric, ([], [])))
-        # what the scan tested: the failing part's level (most windows before the outcome name the
-        # part) or the highest self-normalised score; the pin rule follows it (rules.pin_basis)
-        named, unnamed = tested_as.get(metric, [0, 0])
-        row["statistic"] = "level" if named > unnamed else "score"
+        row["statistic"] = statistic
+        row["windows_off_scale"] = off_scale
         row["level_readings"] = (rules.level_readings(*level_reads.get(metric, ([], [])),
                                                       "rate" if m.is_counter else "threshold",
                                                       "<" if m.bad == "down" else ">")
@@ -453,7 +472,6 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                    p_fleet=row["p"], within_job=None, job_wide_share=found["job_wide_share"])
         gate_contrasts(row, found, low)
         row["groups"] = []
-        where_b, where_c = where.get(metric, ([], []))
         for track in found["tracks_group"]:
             # The failures concentrate on a group where the metric runs worse at any time: the
             # group is the rival explanation, so the finding must also hold within it — before
@@ -473,7 +491,7 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         # A checkpoint write or heavy phase over-represented before the outcome, in which the
         # metric runs worse at healthy times: the finding must hold within the phase strata too
         # (phase.py; the larger p), and is flagged when it does not.
-        phase.apply(row, before, control, *phases.get(metric, ([], [])),
+        phase.apply(row, before, control, ph_b, ph_c,
                     "two-sided" if m.bad not in ("up", "down") else "greater")
         rows.append(row)
     tested = [r for r in rows if r["p"] is not None]
