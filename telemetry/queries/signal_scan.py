@@ -409,17 +409,24 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
         where_b, where_c = where.get(metric, ([], []))
         ph_b, ph_c = phases.get(metric, ([], []))
         off_scale = 0
+        mixed = False  # a level row whose windows on one scale are too few: tested within matched sets
         if statistic == "level":
             # A level row compares levels with levels: the windows of interruptions that name no
             # part hold a score (another scale) and are left out, before the outcome and in their
             # controls alike. Pooled, the two scales made a difference of their mix alone: on the
             # 256-host bench fleet three constant metrics (the enforced power limit, the host's GPU
             # count and memory) came out before NODE_FAIL at AUC 0.56, q 0.0013, where 116 of 187
-            # windows named a part and their controls did in another proportion.
+            # windows named a part and their controls did in another proportion. Where too few
+            # windows before the outcome are on the level's scale to test (a handful of confirmed
+            # cases), every window stays and the test runs within each interruption's matched set
+            # (stratified_test), where a window is only compared with its own controls, on one scale.
             keep_b, keep_c = on_part.get(metric, ((), ()))
             off_scale = len(before) + len(control) - sum(keep_b) - sum(keep_c)
-            before, where_b, ph_b = ([x for x, k in zip(xs, keep_b) if k] for xs in (before, where_b, ph_b))
-            control, where_c, ph_c = ([x for x, k in zip(xs, keep_c) if k] for xs in (control, where_c, ph_c))
+            if off_scale and sum(keep_b) < MIN_WINDOWS:
+                mixed = True
+            elif off_scale:
+                before, where_b, ph_b = ([x for x, k in zip(xs, keep_b) if k] for xs in (before, where_b, ph_b))
+                control, where_c, ph_c = ([x for x, k in zip(xs, keep_c) if k] for xs in (control, where_c, ph_c))
         row = {"metric": metric, "layer": m.layer, "unit": m.unit, "kind": m.kind, "bad": m.bad,
                "n_before": len(before), "n_control": len(control),
                "median_before": float(np.median(raw_b)) if raw_b else None,
@@ -429,13 +436,20 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
                "auc": None, "p": None, "q": None}
         row["rise_readings"] = rules.rise_readings(*readings.get(metric, ([], [])))
         row["statistic"] = statistic
-        row["windows_off_scale"] = off_scale
+        row["windows_off_scale"] = 0 if mixed else off_scale
         row["level_readings"] = (rules.level_readings(*level_reads.get(metric, ([], [])),
                                                       "rate" if m.is_counter else "threshold",
                                                       "<" if m.bad == "down" else ">")
                                  if row["statistic"] == "level" else None)
         alternative = "two-sided" if m.bad not in ("up", "down") else "greater"
-        if row["statistic"] == "score":
+        if mixed:
+            sb, sc = strata.get(metric, ([], []))
+            got = stratified_test(list(before), sb, list(control), sc, alternative, seed=metric)
+            row["test"] = "within each interruption's matched set (levels and scores)"
+            row["strata"] = got["strata"]
+            if got["strata"] >= MIN_WINDOWS:
+                row.update(auc=got["auc"], p=got["p"])
+        elif row["statistic"] == "score":
             # The highest score over every part of the window's hosts: a window over more hosts and
             # parts reads higher by chance alone, and interruptions pick big jobs (more hosts, more
             # to fail), while their controls come mostly from small ones (a big job has fewer quiet
