@@ -32,7 +32,9 @@ the job died) and nothing before the window, and every window covers the same nu
   outcome and in controls alike (counted in ``controls_excluded``).
 Values are oriented: higher is worse (a level of a metric whose bad direction is down is
 negated). ``statistic`` says which the row tested: "level" where most windows before the outcome
-name the failing unit, else "score". ``rise_readings`` (rules.rise_readings: quantiles per side, and
+name the failing unit, else "score"; a "level" row tests the windows holding a level only
+(``windows_off_scale`` counts those it left out, which held a score), or, where fewer than
+``MIN_WINDOWS`` before the outcome would be left, every window within its matched set. ``rise_readings`` (rules.rise_readings: quantiles per side, and
 n) are of what a ``rise`` rule reads in each window — the highest part score over its hosts, those
 idle for most of their past left out whatever the outcome (as the fleet test's ``rise`` does) — and,
 where the row tested levels, ``level_readings`` (rules.level_readings) of what a ``rate`` (counter)
