@@ -234,6 +234,36 @@ def _rank_p(v: float, ref: np.ndarray) -> float | None:
     return float((np.count_nonzero(ref > v) + 0.5 * (ties + 1)) / (1 + len(ref)))
 
 
+def _top(v: float, ref: np.ndarray) -> tuple[float, bool] | None:
+    """(the chance, under no difference, that the failure's value is the single highest of the
+    n + 1, whether it is): the failure is one of the n + 1 values at random, so it is the single
+    highest with chance 1 / (n + 1) where one value is, 0 where the highest is tied. None as
+    ``_rank_p`` (nothing to rank against, or ``v`` ties with every reference value)."""
+    ref = ref[np.isfinite(ref)]
+    if not np.isfinite(v) or not len(ref) or np.all(ref == v):
+        return None
+    top = float(ref.max())
+    if v > top:
+        return 1.0 / (1 + len(ref)), True
+    if v == top or np.count_nonzero(ref == top) > 1:
+        return 0.0, False
+    return 1.0 / (1 + len(ref)), False
+
+
+def _at_top_p(tops: list[tuple[float, bool]]) -> float | None:
+    """P(at least as many failures the single highest of their own set as seen) under no
+    difference: a sum of independent Bernoulli draws (tail._poisson_binomial_sf), exact given the
+    values. A precursor before some of the failures only puts those on top of their siblings (or
+    of their own past) and leaves the rest as chance has them; Fisher's combination of mid-ranks
+    barely moves for them (with 7 siblings the lowest mid-rank p is 1/16)."""
+    from telemetry.queries.tail import _poisson_binomial_sf
+
+    if not tops:
+        return None
+    probs = np.array([q for q, _ in tops])
+    return _poisson_binomial_sf(probs, sum(hit for _, hit in tops))
+
+
 def _fisher(ps: list[float]) -> float | None:
     ps = [p for p in ps if p is not None]
     if not ps:
@@ -272,9 +302,11 @@ def _three(ps: dict, source: dict, before_wi: int, control_wins: list[int], own_
         healthy = np.array([x for wi in control_wins for x in _hosts_worst(source.get(wi, {}), s)])
         own = np.array([_host_worst(source.get(wi, {}), s) for wi in own_wins])
         kind = "host"
-    ps["siblings"].append(_rank_p(v, sib))
-    ps["own_history"].append(_rank_p(v, own))
-    ps["healthy"].append(_rank_p(v, healthy))
+    for name, ref in (("siblings", sib), ("own_history", own), ("healthy", healthy)):
+        ps[name].append(_rank_p(v, ref))
+        top = _top(v, ref)
+        if top is not None:
+            ps["top:" + name].append(top)
     return kind
 
 
@@ -303,10 +335,11 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
     for wi, w in enumerate(windows):
         by_failure.setdefault(w.index, {}).setdefault(w.kind, []).append(wi)
     groups = list(groups or ())
-    into = into if into is not None else {"ps": {key: {"siblings": [], "own_history": [], "healthy": []}
+    into = into if into is not None else {"ps": {key: {"siblings": [], "own_history": [], "healthy": [],
+                                                       "top:siblings": [], "top:own_history": [], "top:healthy": []}
                                                  for key in READINGS},
                                           "shares": [], "levels": set(), "failing_hosts": [], "shares_low": [],
-                                          "spread": {"up": [], "down": []},
+                                          "spread": {"up": [], "down": []}, "spread_top": {"up": [], "down": []},
                                           "group_levels": [(array("d"), array("d")) for _ in groups]}
     shares = into["shares"]
     # the statistic a row may test (scores, or the failing part's level) on either side (the
@@ -354,6 +387,9 @@ def collect(unit_values: dict[int, dict[tuple[str, str], float]], windows, units
                 ref_spread = np.nan_to_num([_spread(xs, way) for xs in by_control], nan=np.nan, posinf=np.finfo(float).max)
                 v = float(np.nan_to_num(_spread(list(hosts_v.values()), way), nan=np.nan, posinf=np.finfo(float).max))
                 into["spread"][way].append(_rank_p(v, np.asarray(ref_spread, dtype=float)))
+                top = _top(v, np.asarray(ref_spread, dtype=float))
+                if top is not None:
+                    into["spread_top"][way].append(top)
     return into
 
 
@@ -394,12 +430,20 @@ def summarize(parts: dict | None, groups: "list[Concentration] | None" = None, *
     shares = parts["shares_low"] if low else parts["shares"]
     multi = len(shares)
     out = {}
-    for name, plist in [*ps.items(), ("job_spread", parts["spread"]["down" if low else "up"])]:
+    way = "down" if low else "up"
+    for name, plist, tops in [*((n, pl, ps.get("top:" + n, [])) for n, pl in ps.items() if not n.startswith("top:")),
+                              ("job_spread", parts["spread"][way], parts.get("spread_top", {}).get(way, []))]:
         got = [p for p in plist if p is not None]
-        p = _fisher(got)
         if name == "job_spread" and not got:
             continue
-        out[name] = {"p": p, "failures": len(got), "survives": p is not None and p < SURVIVES_P}
+        # Fisher's combination (every failure a little further out) and the count of failures on
+        # top of their own set (a few failures far out), each fixed in advance: the smaller p,
+        # doubled (Bonferroni over the two)
+        p_fisher, p_top = _fisher(got), _at_top_p(tops)
+        p = p_fisher if p_top is None or p_fisher is None else min(1.0, 2.0 * min(p_fisher, p_top))
+        out[name] = {"p": p, "failures": len(got), "survives": p is not None and p < SURVIVES_P,
+                     "p_fisher": p_fisher, "p_at_top": p_top, "at_top": sum(hit for _, hit in tops),
+                     "expected_at_top": float(sum(q for q, _ in tops))}
     share = float(np.median(shares)) if shares else None
     flag = None
     if share is not None and multi >= 2 and share >= JOB_WIDE_SHARE:

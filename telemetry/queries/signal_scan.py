@@ -89,7 +89,7 @@ import numpy as np
 from scipy.stats import false_discovery_control, mannwhitneyu, rankdata
 
 from telemetry import catalog, rules, store
-from telemetry.queries import contrasts, phase, scores, windows
+from telemetry.queries import contrasts, phase, scores, tail, windows
 from telemetry.queries.windows import COVERAGE_S, Outcome, hosts_of, metrics_present
 
 MIN_WINDOWS = 3
@@ -474,6 +474,20 @@ def scan(outcome: Outcome, lead_s: int, *, clusters: list[str] | None = None, st
             row.update(auc=float(res.statistic) / (len(before) * len(control)),
                        p=rank_sum_p(before, control, alternative, float(res.pvalue), seed=metric))
             row["test"] = "pooled"
+        # Beside the rank test, the tail test (tail.py) on the same values: a precursor that shows
+        # before a few of the outcome's failures only puts those windows past nearly every
+        # control and barely moves the ranks. The row's p is the smaller of the two, doubled
+        # (Bonferroni over the two tests); ``p_rank`` keeps the rank test's, ``tail`` the count.
+        row["p_rank"], row["tail"] = row["p"], None
+        if row["p"] is not None and alternative == "greater":
+            if mixed:
+                row["tail"] = tail.tail_test(list(before), list(control), b_strata=list(sb), c_strata=list(sc))
+            elif row["statistic"] == "score":
+                row["tail"] = tail.tail_test(list(ab), list(ac), b_strata=list(sb), c_strata=list(sc))
+            else:
+                row["tail"] = tail.tail_test(list(before), list(control))
+            if row["tail"]["p"] is not None:
+                row["p"] = min(1.0, 2.0 * min(row["p"], row["tail"]["p"]))
         if row["p"] is None:
             row["not_tested"] = _why_not(len(before), len(control), no_data.get(metric, [0, 0]), excluded)
             if row.get("strata") is not None and len(before) >= MIN_WINDOWS and len(control) >= MIN_WINDOWS:
