@@ -141,12 +141,36 @@ def fleet(telemetry_store):
     return CLUSTER
 
 
-def test_the_scan_finds_a_precursor_before_a_few_failures(fleet):
-    r = signal_scan.scan(windows.parse_outcome("XID 79"), 6 * 3600, clusters=[fleet])
+@pytest.fixture(scope="module")
+def scanned(fleet):
+    return signal_scan.scan(windows.parse_outcome("XID 79"), 6 * 3600, clusters=[fleet])
+
+
+def test_the_scan_finds_a_precursor_before_a_few_failures(scanned):
+    r = scanned
     assert r["outcome_interruptions"] == len(FAILING) and r["components_named"] == len(FAILING)
     row = next(x for x in r["rows"] if x["metric"] == "gpu.mem_temp")
     assert row["statistic"] == "level" and row["n_before"] == len(FAILING)
     assert row["tail"]["before_in_tail"] >= len(PRECURSOR) and row["tail"]["p"] < 0.001
     assert row["p_rank"] > 0.05  # the rank test alone: not a finding (0.056)
+    assert row["p"] == pytest.approx(2 * row["tail"]["p"])
     assert row["q"] < 0.05 and not row["flags"], row["flags"]
     assert r["rows"][0]["metric"] == "gpu.mem_temp"
+    # the part's own past holds too: 4 of 24 failures above each of their own earlier windows
+    own = row["contrasts"]["own_history"]
+    assert own["survives"] and own["at_top"] >= len(PRECURSOR) and own["p_at_top"] < own["p_fisher"]
+
+
+def test_the_scan_page_says_the_tail_decided(scanned, db, investigator):
+    from investigations.models import BackgroundJob
+    from tests.investigations.factories import client_for
+
+    job = BackgroundJob.objects.create(kind="signal_scan", state="succeeded", params={"lead_window_s": 6 * 3600},
+                                       result=scanned)
+    row = next(x for x in scanned["rows"] if x["metric"] == "gpu.mem_temp")
+    html = client_for(investigator).get(f"/jobs/{job.pk}/").content.decode()
+    cell = html.split('class="muted small nowrap scan-tail"')[1].split("</div>")[0]
+    assert f"tail: {row['tail']['before_in_tail']} of {len(FAILING)} (0.5 by chance)" in cell
+    assert "top 2 % of all values" in cell and f"the rank test alone gave p {row['p_rank']:.2g}" in cell
+    assert html.count('class="muted small nowrap scan-tail"') == sum(
+        1 for x in scanned["rows"] if x["tail"] and x["tail"]["p"] is not None and x["tail"]["p"] < x["p_rank"])
