@@ -559,6 +559,22 @@ def stratified_p(before: list[tuple[float, bool]], control: list[tuple[float, bo
     return float(2 * norm.sf(abs(z)) if alternative == "two-sided" else norm.sf(z))
 
 
+def stratified_gate_p(before: list[tuple[float, object]], control: list[tuple[float, object]],
+                      alternative: str = "greater") -> float | None:
+    """A gate's test within strata, the scan's two tests as the scan runs them: the van Elteren
+    rank test (``stratified_p``) and, one-sided, the tail test within the same strata
+    (``tail.tail_test``: a finding carried by a few windows far out is judged on them within the
+    strata too, not only on the ranks, which it barely moves); the smaller p, doubled."""
+    from telemetry.queries import tail
+
+    p = stratified_p(before, control, alternative)
+    if alternative != "greater" or p is None:
+        return p
+    got = tail.tail_test([v for v, _ in before], [v for v, _ in control],
+                         b_strata=[s for _, s in before], c_strata=[s for _, s in control])
+    return p if got["p"] is None else min(1.0, 2.0 * min(p, got["p"]))
+
+
 def within_group(track: GroupTrack, before: list[tuple[float, tuple]], control: list[tuple[float, tuple]],
                  alternative: str = "greater") -> dict:
     """Does a finding hold within a group it tracks? ``before`` / ``control``: the scan's window
@@ -566,11 +582,12 @@ def within_group(track: GroupTrack, before: list[tuple[float, tuple]], control: 
     controls of the same stratum only — on the group against on the group, off it against off it
     (``stratified_p``) — so a metric that only marks the group (worse there at any time, and most
     failures there) has nothing left, and a precursor that rises before failures inside the group
-    as outside it holds. With the evidence: the within-group AUC and window counts."""
+    as outside it holds (``stratified_gate_p``: the rank test and the tail test within the strata).
+    With the evidence: the within-group AUC and window counts."""
     g = track.group
     b = [(v, in_group(h, g)) for v, h in before]
     c = [(v, in_group(h, g)) for v, h in control]
-    p = stratified_p(b, c, alternative)
+    p = stratified_gate_p(b, c, alternative)
     bi = [v for v, s in b if s]
     ci = [v for v, s in c if s]
     auc = None

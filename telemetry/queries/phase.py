@@ -46,8 +46,9 @@ A phase is a rival explanation of a finding when both hold:
     running job, more common where jobs fail soon after they start (the window before reaches back
     past the start, and a metric that drops when idle — memory clocks — reads lower before it).
 The finding must then also hold within the phase strata — windows before the outcome against
-controls of the same stratum only (the van Elteren stratified rank-sum test,
-``contrasts.stratified_p``; Cochran–Mantel–Haenszel over the fleet test's 2×2 tables) — and its p
+controls of the same stratum only (the van Elteren stratified rank-sum test and the tail test
+within the strata, the smaller p doubled, ``contrasts.stratified_gate_p``, as the scan tests a
+row; Cochran–Mantel–Haenszel over the fleet test's 2×2 tables) — and its p
 is the larger of the two (an intersection-union test, as for the job-wide and group flags). It is
 flagged ("tracks checkpoint writes", "tracks job phase") when it does not hold there (p ≥
 ``HOLDS_P`` or nothing to compare). A true precursor that happens to come with a heavy phase
@@ -381,7 +382,8 @@ def judge(before: list[float], control: list[float], phases_b: list[dict], phase
         if len(inside) >= MIN_EACH and len(outside) >= MIN_EACH:
             res = mannwhitneyu(inside, outside, alternative=alternative)
             tracks_p, auc = float(res.pvalue), float(res.statistic) / (len(inside) * len(outside))
-        within = contrasts.stratified_p([(v, stratum(s)) for v, s in b], [(v, stratum(s)) for v, s in c], alternative)
+        within = contrasts.stratified_gate_p([(v, stratum(s)) for v, s in b], [(v, stratum(s)) for v, s in c],
+                                             alternative)
         ks = sorted({stratum(s) for _, s in b} | {stratum(s) for _, s in c})
         strata = [{"stratum": stratum_label(k, UNIT[p]), "before": sum(stratum(s) == k for _, s in b),
                    "controls": sum(stratum(s) == k for _, s in c)} for k in ks]

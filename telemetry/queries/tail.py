@@ -14,9 +14,11 @@ with ties at it, only values strictly above count). Its p is exact under no diff
 the values as they are: where every window before the outcome is compared with its own
 interruption's controls (``strata``), each window before is equally likely to be any of its
 set's values, so it lands in the tail with chance a_i / n_i (a_i of its set's n_i values there)
-and the count is a sum of independent Bernoulli draws (Poisson-binomial, summed exactly);
-pooled, the count is hypergeometric. The tail is set from all values at once, which the
-permutations leave as they are, so setting it costs no extra test. One-sided: the bad tail.
+and the count is a sum of independent draws (one hypergeometric count per set, their
+distribution summed exactly); pooled, one hypergeometric count. The same test runs within any
+strata (a phase of the job, a rack: ``phase.judge``, ``contrasts.within_group``). The tail is
+set from all values at once, which the permutations leave as they are, so setting it costs no
+extra test. One-sided: the bad tail.
 """
 from __future__ import annotations
 
@@ -40,44 +42,57 @@ def _poisson_binomial_sf(probs: np.ndarray, k: int) -> float:
     return float(min(1.0, dist[k:].sum()))
 
 
+def _hypergeometric_sum_sf(groups: list[tuple[int, int, int]], k: int) -> float:
+    """P(X >= k) for X the sum over groups (n values, a of them in the tail, m drawn "before") of
+    independent hypergeometric counts: under no difference, which m of a group's n values are the
+    windows before the outcome is any m of them alike."""
+    dist = np.ones(1)
+    for n, a, m in groups:
+        if a == 0 or m == 0:
+            continue  # nothing of the group can be in the tail: a count of 0 for sure
+        lo, hi = max(0, m - (n - a)), min(a, m)
+        pmf = np.zeros(hi + 1)
+        pmf[lo:] = hypergeom.pmf(np.arange(lo, hi + 1), n, a, m)
+        dist = np.convolve(dist, pmf)
+    return float(min(1.0, dist[k:].sum())) if k < len(dist) else 0.0
+
+
 def tail_test(before, control, *, b_strata=None, c_strata=None, share: float = TAIL_SHARE) -> dict:
     """How many windows before the outcome are in the top ``share`` of all values (higher is
     worse: values are oriented), against chance. With ``b_strata``/``c_strata`` (each value's
-    interruption), each window before only against its own set, as ``signal_scan.stratified_test``;
-    windows before without a control of their own are left out. Returns ``{"p", "threshold",
-    "before_in_tail", "expected", "n_before", "in_tail", "n"}``; ``p`` None where fewer than
-    ``MIN_IN_TAIL`` values are strictly above the threshold (everything tied at the top)."""
+    stratum: its interruption's matched set, a phase, a group), the windows before are compared
+    only within their stratum: under no difference, which of a stratum's values are the windows
+    before is any alike (a hypergeometric count per stratum, summed exactly); strata without a
+    control are left out. Returns ``{"p", "threshold", "before_in_tail", "expected", "n_before",
+    "in_tail", "n", "share"}``; ``p`` None where fewer than ``MIN_IN_TAIL`` values are strictly
+    above the threshold (everything tied at the top)."""
     b = np.asarray(before, float)
     c = np.asarray(control, float)
-    if b_strata is not None:
-        sets: dict[int, list] = {}
-        for v, s in zip(b.tolist(), b_strata):
-            sets.setdefault(int(s), [[], []])[0].append(v)
-        for v, s in zip(c.tolist(), c_strata):
-            sets.setdefault(int(s), [[], []])[1].append(v)
-        # one window before per set (the stratified test's rule); several each count against its controls
-        kept = [(bs, cs) for bs, cs in sets.values() if bs and cs]
-        pairs = [(bv, cs) for bs, cs in kept for bv in bs]
-        b = np.array([bv for bv, _ in pairs], float)
-        c = np.array([x for _, cs in kept for x in cs], float)
-    out = {"p": None, "threshold": None, "before_in_tail": 0, "expected": None, "n_before": int(len(b)),
-           "in_tail": 0, "n": int(len(b) + len(c)), "share": share}
-    if not len(b) or not len(c):
+    b_strata = [0] * len(b) if b_strata is None else list(b_strata)
+    c_strata = [0] * len(c) if c_strata is None else list(c_strata)
+    sets: dict = {}
+    for side, (vals, strata) in enumerate(((b, b_strata), (c, c_strata))):
+        for v, s in zip(vals.tolist(), strata):
+            if np.isfinite(v):
+                sets.setdefault(s, [[], []])[side].append(v)
+    kept = [(np.asarray(bs), np.asarray(cs)) for bs, cs in sets.values() if bs and cs]
+    n_before = sum(len(bs) for bs, _ in kept)
+    out = {"p": None, "threshold": None, "before_in_tail": 0, "expected": None, "n_before": n_before,
+           "in_tail": 0, "n": n_before + sum(len(cs) for _, cs in kept), "share": share}
+    if not kept:
         return out
-    pooled = np.r_[b, c]
+    pooled = np.concatenate([np.r_[bs, cs] for bs, cs in kept])
     threshold = float(np.quantile(pooled, 1.0 - share, method="lower"))
-    above = pooled > threshold
-    if above.sum() < MIN_IN_TAIL:
+    in_tail = int(np.count_nonzero(pooled > threshold))
+    if in_tail < MIN_IN_TAIL:
         return out
-    k = int(above[:len(b)].sum())
-    out.update(threshold=threshold, before_in_tail=k, in_tail=int(above.sum()))
-    if b_strata is None:
-        n, a, m = len(pooled), int(above.sum()), len(b)
-        out["expected"] = m * a / n
-        out["p"] = float(hypergeom.sf(k - 1, n, a, m))
-        return out
-    probs = np.array([(int(bv > threshold) + int(np.count_nonzero(np.asarray(cs) > threshold))) / (1 + len(cs))
-                      for bv, cs in pairs])
-    out["expected"] = float(probs.sum())
-    out["p"] = _poisson_binomial_sf(probs, k)
+    groups, k, expected = [], 0, 0.0
+    for bs, cs in kept:
+        n, m = len(bs) + len(cs), len(bs)
+        a = int(np.count_nonzero(bs > threshold) + np.count_nonzero(cs > threshold))
+        k += int(np.count_nonzero(bs > threshold))
+        expected += m * a / n
+        groups.append((n, a, m))
+    out.update(threshold=threshold, before_in_tail=k, in_tail=in_tail, expected=expected,
+               p=_hypergeometric_sum_sf(groups, k))
     return out

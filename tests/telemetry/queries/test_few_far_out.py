@@ -174,3 +174,27 @@ def test_the_scan_page_says_the_tail_decided(scanned, db, investigator):
     assert "top 2 % of all values" in cell and f"the rank test alone gave p {row['p_rank']:.2g}" in cell
     assert html.count('class="muted small nowrap scan-tail"') == sum(
         1 for x in scanned["rows"] if x["tail"] and x["tail"]["p"] is not None and x["tail"]["p"] < x["p_rank"])
+
+
+def test_the_gates_within_strata_judge_a_few_far_out_on_them_too():
+    # a phase over-represented before the outcome (stratum 1: 60 of 200 windows before, 100 of
+    # 1000 controls), the metric a little higher in it; 10 windows before far out in both strata
+    rng = np.random.default_rng(8)
+    b, c = _subset(rng, shifted=10, shift=12.0)
+    sb = [1] * 60 + [0] * 140
+    sb = sb[5:65] + sb[:5] + sb[65:]  # 5 of the far-out windows in the phase, 5 outside it
+    sc = [1] * 100 + [0] * 900
+    b = b + 0.3 * np.asarray(sb)
+    c = c + 0.3 * np.asarray(sc)
+    ranks_only = contrasts.stratified_p(list(zip(b, sb)), list(zip(c, sc)))
+    gate = contrasts.stratified_gate_p(list(zip(b, sb)), list(zip(c, sc)))
+    assert ranks_only > 0.05 and gate < 0.01
+    # the phase explains the tail: every far-out value is in it, before the outcome and in controls
+    # alike (a quarter of its windows), and windows before are there more often (80 of 200, 50 of 1000) — within the phase they are not further out
+    b, c = rng.standard_t(2, 200), rng.standard_t(2, 1000)
+    b[:80] += 12.0 * (rng.random(80) < 0.25)
+    c[:50] += 12.0 * (rng.random(50) < 0.25)
+    sb, sc = [1] * 80 + [0] * 120, [1] * 50 + [0] * 950
+    pooled = tail.tail_test(b, c)
+    assert pooled["p"] < 0.01  # pooled, the phase makes a finding of it
+    assert contrasts.stratified_gate_p(list(zip(b, sb)), list(zip(c, sc))) > 0.05
