@@ -13,8 +13,8 @@ when the event itself carries none. When the metric has no series on that family
 or fan metric before an XID), the contrasts are between hosts, the failing host's worst value
 against the others'.
 
-The three contrasts (per failure, then combined over failures with Fisher's method)
-----------------------------------------------------------------------------------
+The three contrasts (per failure, then combined over failures)
+--------------------------------------------------------------
 - **siblings**: the failing unit against the other units of its family in the same job at the
   same time. The job's workload is the same for all of them, so what the job did cancels out;
 - **own history**: against the same unit's values in the earlier windows of the same length (up
@@ -30,8 +30,14 @@ of a class whose precursor some of them carry) says nothing about the order and 
 that contrast; the conventional p, ``(1 + #{ref >= v}) / (1 + n)``, gave it 1, and a few dozen
 such 1s drowned the failures that did stand out in the Fisher combination (the 256-host bench
 fleet, the contrasts read on levels: net.symbol_errors before a link-down, siblings p 0.26 over
-107 failures; sram_sbe before XID 48, p 1 over 27). A contrast holds (``survives``) when the
-combined p is below 0.05.
+107 failures; sram_sbe before XID 48, p 1 over 27). Beside Fisher's combination, which credits
+every failure a little further out, the count of failures that are the single highest of their
+own set (``at_top``) against chance (each is with chance 1 / (n + 1) where one value is highest:
+a sum of independent draws, exact): a precursor before a few of the failures only puts those on
+top and leaves the rest as chance has them, and with 7 siblings a failure on top has a mid-rank p
+of 1/16 at best, which Fisher's combination over a hundred others drowns. The contrast's p is the
+smaller of the two, doubled (``p_fisher`` and ``p_at_top`` beside it). A contrast holds
+(``survives``) when that p is below 0.05.
 
 Over-represented on a rack, driver or firmware
 ----------------------------------------------

@@ -70,6 +70,13 @@ below otherwise):
   in controls and the metric runs worse during it at healthy times, the finding must also hold
   within the phase strata (``phase``; ``phases`` in the row, ``phase_windows`` in the result):
   again the larger p, and flagged "tracks checkpoint writes" / "tracks job phase" when it does not;
+- beside the rank test, the **tail test** (``tail.tail_test``) on the same values, within the same
+  matched sets where the rank test runs within them: how many windows before the outcome are
+  among the top 2 % of all values, against what chance puts there (``tail`` in the row). A
+  precursor before a few of the outcome's failures only (a thermal fault among every NODE_FAIL)
+  puts those windows far out and barely moves the ranks. The row's p is the smaller of the two,
+  doubled (Bonferroni over two tests; ``p_rank`` keeps the rank test's), and every gate below that
+  tests within strata does the same (``contrasts.stratified_gate_p``);
 - ``q``: Benjamini–Hochberg over every metric tested in the scan: the expected share of false
   findings among those ranked at or above it. Many metrics are compared, so p alone overstates;
 - medians of B and C, and how many windows each had.
